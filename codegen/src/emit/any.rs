@@ -7,7 +7,6 @@
 use std::fmt::Write as _;
 
 use super::{format, format_gated, lit, Counts, Item};
-use crate::bail;
 use crate::error::Result;
 use crate::model::Model;
 use crate::naming;
@@ -35,8 +34,6 @@ pub(crate) fn emit(
     plan: &Plan,
     counts: &mut Counts,
     thread_safety_checks: &mut std::collections::BTreeMap<String, String>,
-    chunk_of: &std::collections::BTreeMap<String, String>,
-    chunk_cfg: &std::collections::BTreeMap<String, String>,
 ) -> Result<Vec<Item>> {
     let mut items = Vec::new();
     for base in &plan.polymorphic {
@@ -86,8 +83,6 @@ pub(crate) fn emit(
             String::new(),
             String::new(),
         );
-        let mut by_chunk: std::collections::BTreeMap<&str, Vec<String>> =
-            std::collections::BTreeMap::new();
         for t in &variants {
             let r = rust(t);
             let c = plan.cfg(t);
@@ -109,22 +104,10 @@ pub(crate) fn emit(
                 "{c}Self::{r}(v) => x::Encode::encode_as(&**v, w, tag, {xsi_type}),"
             )
             .ok();
-            let Some(chunk) = chunk_of.get(t) else {
-                bail!("{t}, a variant of {any}, has no registry chunk");
-            };
-            by_chunk.entry(chunk.as_str()).or_default().push(format!(
-                "{c}Ok(chunks::{chunk}::Object::{r}(v)) => return Ok(Self::{r}(v)),"
-            ));
-        }
-        // `from_object`: unboxed as each registry chunk's enum in turn and
-        // matched on its variants, so no generic function per variant type.
-        for (chunk, arms) in &by_chunk {
-            // A chunk whose every object is gated has its `Object` gated too.
-            let cfg = chunk_cfg.get(*chunk).map_or("", String::as_str);
             writeln!(
                 variant_of,
-                "{cfg}let object = match x::take_chunk::<chunks::{chunk}::Object>(object) {{\n{}\n{unreachable}Ok(other) => return Err(x::box_object(other)),\nErr(object) => object,\n}};",
-                arms.join("\n")
+                "{c}{} => match object.downcast() {{ Ok(v) => Ok(Self::{r}(v)), Err(object) => Err(x::box_object(object)) }},",
+                lit(t)
             )
             .ok();
         }
@@ -162,7 +145,9 @@ pub(crate) fn emit(
             "impl {any} {{\n    /// The value of an `anyType` slot as this enum, if it holds this\n    \
              /// type or one of its subtypes; else the object back.\n    \
              pub fn from_object(object: Box<dyn x::DataObject>) -> Result<Self, Box<dyn x::DataObject>> {{\n        \
-             use crate::generated::registry as chunks;\n{variant_of}Err(object)\n    }}\n}}"
+             // Every variant is a structure: an `x::StructObject`, matched by its type's name.\n        \
+             let object = x::take_chunk::<x::StructObject>(object)?;\n        \
+             match object.type_name() {{\n{variant_of}_ => Err(x::box_object(object)),\n}}\n    }}\n}}"
         )
         .ok();
         let conversions = std::mem::take(&mut code);

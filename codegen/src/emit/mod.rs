@@ -224,7 +224,6 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     let mut type_files: Vec<(String, String)> = Vec::new();
     let structs = structs::emit(model, plan, &mut out.counts)?;
     let mut thread_safety_checks = std::collections::BTreeMap::new();
-    // registry/ first: the `Any*` enums name the registry chunk of each variant.
     let registry = registry::emit(
         model,
         plan,
@@ -232,14 +231,7 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
         &mut out.counts,
         &mut thread_safety_checks,
     )?;
-    let any = any::emit(
-        model,
-        plan,
-        &mut out.counts,
-        &mut thread_safety_checks,
-        &registry.chunk_of,
-        &registry.chunk_cfg,
-    )?;
+    let any = any::emit(model, plan, &mut out.counts, &mut thread_safety_checks)?;
     let bases = base::emit(model, plan)?;
     let enums = enums::emit(model, plan, &mut out.counts)?;
     let requests = requests::emit(model, plan, &mut out.counts)?;

@@ -22,11 +22,6 @@ use crate::plan::Plan;
 /// The registry's files: chunk files (module name, code) and the string table.
 pub(crate) struct RegistryFiles {
     pub chunks: Vec<(String, String)>,
-    /// The chunk (module name) of each type an `anyType` slot can hold, by XML name.
-    pub chunk_of: BTreeMap<String, String>,
-    /// The `#[cfg(..)] ` of each chunk whose every object belongs to a gated
-    /// family: its `Object` enum exists only with one of those features.
-    pub chunk_cfg: BTreeMap<String, String>,
     /// `names.txt`: `header`, then one name per line.
     pub names: String,
 }
@@ -51,7 +46,8 @@ struct Registered {
     object: Option<Variant>,
 }
 
-/// A variant of a chunk's `Object` enum.
+/// What an `anyType` slot holds of one type: a structure (an
+/// `x::StructObject`), or a variant of its chunk's `Object` enum.
 struct Variant {
     /// The variant's name (the Rust type name; `ArrayOfVirtualDevice` for an array).
     name: String,
@@ -59,6 +55,9 @@ struct Variant {
     rust: String,
     /// For an array, the Rust item type (`AnyVirtualDevice`).
     array_item: Option<String>,
+    /// A structure (data object, fault): held as an `x::StructObject`, not
+    /// as a variant of the chunk's `Object` enum.
+    structure: bool,
     /// The type's family feature, if gated.
     feature: Option<&'static str>,
     /// Its `#[cfg(..)] ` (`Plan::cfg`), or nothing.
@@ -89,6 +88,7 @@ pub(crate) fn emit(
                     name: rust.clone(),
                     rust: rust.clone(),
                     array_item: None,
+                    structure: true,
                     feature: plan.gated.get(&ty.name).copied(),
                     cfg: plan.cfg(&ty.name),
                 }),
@@ -107,6 +107,7 @@ pub(crate) fn emit(
                     name: rust.clone(),
                     rust: rust.clone(),
                     array_item: None,
+                    structure: false,
                     feature: plan.gated.get(&e.name).copied(),
                     cfg: plan.cfg(&e.name),
                 }),
@@ -128,6 +129,7 @@ pub(crate) fn emit(
                     name: array.name.replace('_', ""),
                     rust: format!("Vec<{item}>"),
                     array_item: Some(item),
+                    structure: false,
                     feature,
                     cfg,
                 })
@@ -162,35 +164,28 @@ pub(crate) fn emit(
     let sized = entries
         .iter()
         .map(|(name, registered)| {
-            // A type's row and its variant's lines (the enum, each `match`,
-            // the `ObjectType` impl).
-            let object = if registered.object.is_some() { 1200 } else { 0 };
+            // A type's row and its object's lines: a structure's decoder
+            // arm, or an enumeration's or array's variant (the enum, each
+            // `match`, the `ObjectType` impl).
+            let object = match &registered.object {
+                Some(v) if v.structure => 110,
+                Some(_) => 1200,
+                None => 0,
+            };
             let size = 160 + object + 110 * entry_rows(&registered.entry);
             (name[..1].to_lowercase(), *name, size)
         })
         .collect();
     let mut chunks = Vec::new();
-    let mut chunk_of = BTreeMap::new();
-    let mut chunk_cfg = BTreeMap::new();
     for (file, types) in pack_sized(sized, MAX_FILE_BYTES) {
-        for &name in &types {
-            if entries[name].object.is_some() {
-                chunk_of.insert(name.to_string(), file.clone());
-            }
-        }
         // Written out as is (a formatter would drop the comments that name
         // each entry); checked to parse.
-        let (code, cfg) = chunk_code(&types, &entries, &names)?;
+        let code = chunk_code(&types, &entries, &names)?;
         format(&code)?;
-        if let Some(cfg) = cfg {
-            chunk_cfg.insert(file.clone(), cfg);
-        }
         chunks.push((file, code));
     }
     Ok(RegistryFiles {
         chunks,
-        chunk_of,
-        chunk_cfg,
         names: names.text,
     })
 }
@@ -209,13 +204,13 @@ const ROW: &str = "        ";
 /// The name of each chunk's enum of the values an `anyType` slot can hold.
 const OBJECT: &str = "Object";
 
-/// One chunk: `pub(crate) static CHUNK: x::RegistryChunk`, and its `Object`;
-/// with the `#[cfg(..)] ` of that `Object` when all its types are gated.
+/// One chunk: `pub(crate) static CHUNK: x::RegistryChunk`, its objects'
+/// decoder and its `Object` enum.
 fn chunk_code(
     types: &[&str],
     entries: &BTreeMap<&str, Registered>,
     names: &NameTable,
-) -> Result<(String, Option<String>)> {
+) -> Result<String> {
     let (mut type_rows, mut fields, mut values) = (String::new(), String::new(), String::new());
     let mut objects: Vec<(usize, &str, &Variant)> = Vec::new();
     let (mut field_count, mut value_count) = (0usize, 0usize);
@@ -299,10 +294,7 @@ fn chunk_code(
         _ if objects.is_empty() => "decode: x::RegistryChunk::NO_OBJECTS".to_string(),
         None => "decode".to_string(),
         Some(cfg) => {
-            let predicate = cfg
-                .trim()
-                .trim_start_matches("#[cfg(")
-                .trim_end_matches(")]");
+            let predicate = cfg_predicate(cfg);
             format!(
                 "{}\n    decode,\n    #[cfg(not({predicate}))]\n    decode: x::RegistryChunk::NO_OBJECTS",
                 cfg.trim()
@@ -317,42 +309,100 @@ fn chunk_code(
          values: &[\n{values}    ],\n\
          }};\n"
     );
-    let chunk_cfg = gated_chunk;
     if !objects.is_empty() {
         code.push('\n');
         code.push_str(&objects_code(
             &objects,
-            chunk_cfg.as_deref().unwrap_or_default(),
+            gated_chunk.as_deref().unwrap_or_default(),
         ));
     }
-    Ok((code, chunk_cfg))
+    Ok(code)
 }
 
-/// A chunk's `Object` enum (what an `anyType` slot holds of the chunk's
-/// types), its decoder, its `x::DataObject` impl and each type's
-/// `x::ObjectType` impl.
+/// A chunk's decoder of the objects an `anyType` slot holds of its types
+/// (behind `chunk_cfg` when every one is gated): a structure as an
+/// `x::StructObject`, an enumeration or array as a variant of the chunk's
+/// `Object` enum, with that enum's `x::DataObject` impl and each type's
+/// `x::ObjectType` (`x::ObjectArrayItem`) impl.
 fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String {
+    let (structures, variants): (Vec<_>, Vec<_>) =
+        objects.iter().partition(|(_, _, v)| v.structure);
+    // The enum exists when a variant does, and is gated when every one is.
+    let enum_cfg = match variants.iter().all(|(_, _, v)| v.feature.is_some()) {
+        true => cfg_attr(variants.iter().filter_map(|(_, _, v)| v.feature)),
+        false => String::new(),
+    };
+    let mut code = String::new();
+    write!(
+        code,
+        "/// Decodes the current element as the type at `index` of `CHUNK.types`.\n\
+         {chunk_cfg}fn decode(\n    index: usize,\n    r: &mut x::XmlReader<'_>,\n\
+         ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {{\n",
+    )
+    .ok();
+    let struct_arms: String = structures
+        .iter()
+        .map(|(index, _, v)| {
+            format!(
+                "{ROW}{}{index} => return Some(x::decode_struct_object::<{}>(r)),\n",
+                v.cfg, v.rust
+            )
+        })
+        .collect();
+    if variants.is_empty() {
+        write!(
+            code,
+            "    match index {{\n{struct_arms}        _ => None,\n    }}\n}}\n"
+        )
+        .ok();
+        return code;
+    }
+    write!(
+        code,
+        "    {enum_cfg}let object = match index {{\n{struct_arms}"
+    )
+    .ok();
+    for (index, _, v) in &variants {
+        writeln!(
+            code,
+            "{ROW}{}{index} => match x::Decode::decode_boxed(r) {{ Ok(v) => Object::{}(v), Err(e) => return Some(Err(e)) }},",
+            v.cfg, v.name
+        )
+        .ok();
+    }
+    code.push_str("        _ => return None,\n    };\n");
+    if enum_cfg.is_empty() {
+        code.push_str("    Some(Ok(Box::new(object)))\n}\n\n");
+    } else {
+        // Without the enum's features only the structures' arms are left.
+        write!(
+            code,
+            "    {enum_cfg}return Some(Ok(Box::new(object)));\n    \
+             #[cfg(not({}))]\n    return match index {{\n{struct_arms}        _ => None,\n    }};\n}}\n\n",
+            cfg_predicate(&enum_cfg)
+        )
+        .ok();
+    }
     let arms = |arm: &dyn Fn(&str, &str, &Variant) -> String| -> String {
-        objects
+        variants
             .iter()
             .map(|(_, name, v)| format!("{ROW}    {}{}\n", v.cfg, arm(name, &v.name, v)))
             .collect()
     };
     // With a variant gated, a wildcard arm may match nothing.
-    let unreachable = if objects.iter().any(|(_, _, v)| !v.cfg.is_empty()) {
+    let unreachable = if variants.iter().any(|(_, _, v)| !v.cfg.is_empty()) {
         "#[allow(unreachable_patterns)] "
     } else {
         ""
     };
-    let mut code = String::new();
     write!(
         code,
-        "/// A value of one of this chunk's types, as an `anyType` slot holds it\n\
-         /// (`x::Value::Object`). Reached through `x::ObjectType`.\n\
-         #[doc(hidden)]\n{chunk_cfg}pub enum Object {{\n",
+        "/// A value of one of this chunk's enumerations or arrays, as an `anyType`\n\
+         /// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.\n\
+         #[doc(hidden)]\n{enum_cfg}pub enum Object {{\n",
     )
     .ok();
-    for (_, _, v) in objects {
+    for (_, _, v) in &variants {
         writeln!(code, "    {}{}(Box<{}>),", v.cfg, v.name, v.rust).ok();
     }
     code.push_str("}\n\n");
@@ -361,27 +411,9 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
         code,
         "// SAFETY: every variant is a Box of a generated type whose fields are all\n\
          // Send + Sync (asserted for each variant type by the generated thread_safety test).\n\
-         {chunk_cfg}unsafe impl Send for Object {{}}\n// SAFETY: as above.\n{chunk_cfg}unsafe impl Sync for Object {{}}\n\n",
+         {enum_cfg}unsafe impl Send for Object {{}}\n// SAFETY: as above.\n{enum_cfg}unsafe impl Sync for Object {{}}\n\n",
     )
     .ok();
-    write!(
-        code,
-        "/// Decodes the current element as the type at `index` of `CHUNK.types`.\n\
-         {chunk_cfg}fn decode(\n    index: usize,\n    r: &mut x::XmlReader<'_>,\n\
-         ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {{\n    \
-         let object = match index {{\n",
-    )
-    .ok();
-    for (index, _, v) in objects {
-        writeln!(
-            code,
-            "{ROW}{}{index} => match x::Decode::decode_boxed(r) {{ Ok(v) => Object::{}(v), Err(e) => return Some(Err(e)) }},",
-            v.cfg, v.name
-        )
-        .ok();
-    }
-    code.push_str("        _ => return None,\n    };\n    Some(Ok(Box::new(object)))\n}\n\n");
-
     let type_names = arms(&|name, variant, _| format!("Object::{variant}(_) => {},", lit(name)));
     let debug =
         arms(&|_, variant, _| format!("Object::{variant}(v) => std::fmt::Debug::fmt(&**v, f),"));
@@ -390,13 +422,13 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
     });
     writeln!(
         code,
-        "{chunk_cfg}impl std::fmt::Debug for Object {{\n    \
+        "{enum_cfg}impl std::fmt::Debug for Object {{\n    \
          fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{\n        \
          match self {{\n{debug}        }}\n    }}\n}}\n\n\
-         {chunk_cfg}impl PartialEq for Object {{\n    \
+         {enum_cfg}impl PartialEq for Object {{\n    \
          fn eq(&self, other: &Self) -> bool {{\n        \
          x::same_object(self, other)\n    }}\n}}\n\n\
-         {chunk_cfg}impl x::DataObject for Object {{\n    \
+         {enum_cfg}impl x::DataObject for Object {{\n    \
          fn type_name(&self) -> &'static str {{\n        \
          match self {{\n{type_names}        }}\n    }}\n    \
          fn as_any(&self) -> &dyn std::any::Any {{\n        self\n    }}\n    \
@@ -411,17 +443,17 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
          match self {{\n{encode}        }}\n    }}\n}}\n"
     )
     .ok();
-    let other_ref = if objects.len() > 1 {
+    let other_ref = if variants.len() > 1 {
         format!(" {unreachable}_ => None,")
     } else {
         String::new()
     };
-    let other_owned = if objects.len() > 1 {
+    let other_owned = if variants.len() > 1 {
         format!(" {unreachable}other => Err(other),")
     } else {
         String::new()
     };
-    for (_, _, v) in objects {
+    for (_, _, v) in &variants {
         let (header, ty) = match &v.array_item {
             Some(item) => (
                 format!("impl x::ObjectArrayItem for {item}"),
@@ -443,6 +475,13 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
         .ok();
     }
     code
+}
+
+/// The predicate of a `#[cfg(..)] ` attribute.
+fn cfg_predicate(cfg: &str) -> &str {
+    cfg.trim()
+        .trim_start_matches("#[cfg(")
+        .trim_end_matches(")]")
 }
 
 fn field_row(out: &mut String, f: &Field, names: &NameTable) {

@@ -40,16 +40,17 @@ pub use schema::{
 #[doc(hidden)]
 pub use schema::{FieldEntry, Name, RegistryChunk, TypeEntry};
 pub use value::{
-    any_from_value, box_object, clone_object, from_property, same_object, take_chunk, take_object,
-    DataObject, FromValue, ObjectArrayItem, ObjectType, Value, ValueTypeError,
+    any_from_value, box_object, clone_object, decode_struct_object, from_property, same_object,
+    take_chunk, take_object, DataObject, FromValue, ObjectArrayItem, ObjectType, StructObject,
+    Value, ValueTypeError,
 };
 pub use writer::{debug_fields, same_encoding, same_fields, NewerItem, XmlWriter};
 
 // Cold code. Most programs decode far more than they encode, compare or
 // clone: a walk encodes a few requests and decodes thousands of objects.
 // The encoding side of every type (`Fields::encode_fields`, generated) and
-// the `DataObject` methods that clone, compare or encode a boxed object
-// (generated, one set per registry chunk) go into one ELF section, `.text.unlikely.vsphere_client`
+// the `DataObject` methods that clone, compare or encode a boxed enumeration
+// or array (generated, one set per registry chunk) go into one ELF section, `.text.unlikely.vsphere_client`
 // (Linux only), which the linker places as one block: those ~9 MB of
 // machine code no longer sit between the decoders a program runs, so fewer
 // pages of the executable are loaded (the kernel maps 64 KB around each
@@ -155,6 +156,10 @@ fn fields_mut<T: Fields>(value: &mut T) -> &mut dyn Fields {
     value
 }
 
+/// A boxed structure whose type is known from elsewhere (a decoder, a
+/// registry entry): every generated structure is `Send` and `Sync`.
+pub(crate) type BoxedFields = Box<dyn Fields + Send + Sync>;
+
 /// A structure as `&dyn Fields`, the vtable made here once (see above): what
 /// the generated `Debug` and `PartialEq` hand to [`debug_fields`] and
 /// [`same_fields`].
@@ -173,7 +178,7 @@ pub fn fields_ref<T: Fields>(value: &T) -> &dyn Fields {
 /// per type is writing the default and the `dyn Fields` vtable, made here
 /// once (see the note on `fields_mut`).
 #[inline(never)]
-fn new_fields<T: Structure>() -> Box<dyn Fields> {
+fn new_fields<T: Structure>() -> BoxedFields {
     let ptr = allocate(const { Layout::new::<T>() }).cast::<T>();
     // The default is written straight into the allocation (no copy of `T`
     // through the stack in an optimised build). Should `T::default()` panic,
@@ -187,7 +192,7 @@ fn new_fields<T: Structure>() -> Box<dyn Fields> {
     // gives, `T`'s.
     unsafe {
         std::ptr::write(ptr, T::default());
-        Box::from_raw(ptr as *mut dyn Fields)
+        Box::from_raw(ptr as *mut (dyn Fields + Send + Sync))
     }
 }
 
@@ -461,5 +466,14 @@ mod tests {
                 .map(Vec::len),
             Some(3)
         );
+        // A structure held as an object copies to the same structure.
+        let object = Value::object(info.clone());
+        let copy = object.clone();
+        assert_eq!(copy, object);
+        assert_eq!(
+            copy.downcast_ref::<VirtualMachineRuntimeInfo>(),
+            Some(&info)
+        );
+        assert_ne!(Value::object(VirtualMachineRuntimeInfo::default()), object);
     }
 }

@@ -481,9 +481,9 @@ impl<'a> XmlReader<'a> {
     /// of [`Decode::decode_boxed`] for structures.
     pub(crate) fn read_boxed_fields(
         &mut self,
-        mut target: Box<dyn Fields>,
+        mut target: super::BoxedFields,
         type_name: &'static str,
-    ) -> Result<Box<dyn Fields>, DecodeError> {
+    ) -> Result<super::BoxedFields, DecodeError> {
         match self.read_fields(&mut *target, type_name) {
             Ok(()) => Ok(target),
             Err(e) => Err(e),

@@ -1,22 +1,27 @@
 //! `Value`: the content of an `xsd:anyType` slot, and `DataObject`, a boxed
 //! schema type behind it.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::fmt::Debug;
 
 use super::mor::ManagedObjectReference;
 use super::primitives::DateTime;
 use super::reader::XmlReader;
-use super::{Decode, DecodeError, Encode, SchemaType, XmlWriter};
+use super::{
+    debug_fields, new_fields, BoxedFields, Decode, DecodeError, Encode, SchemaType, Structure,
+    XmlWriter,
+};
 
 /// Any schema type, boxed: what an `anyType` slot holds when `xsi:type` names
 /// a data object, a fault, an enumeration or an `ArrayOf*` of those.
 ///
-/// The object behind it is the generated registry's enum of the types of one
-/// registry chunk (each variant a `Box` of one type), so the crate has a few
-/// dozen implementations of this trait, not one per schema type (a vtable and
-/// its clone, compare, encode and decode glue for each of ~4,000 types was a
-/// fifth of the crate's code). Reach the typed value with `downcast_ref::<T>()`
+/// The object behind it is a [`StructObject`] for every structure (the value
+/// as `dyn Fields`, with its type's name and id), and for the enumerations and
+/// arrays the generated registry's enum of one registry chunk (each variant a
+/// `Box` of one type): the crate has a few dozen implementations of this
+/// trait, not one per schema type (a vtable and its clone, compare, encode and
+/// decode glue for each of ~4,000 types was a fifth of the crate's code), and
+/// no `Box` glue or `match` arm per structure. Reach the typed value with `downcast_ref::<T>()`
 /// on the `dyn DataObject` or [`Value::downcast_ref`].
 ///
 /// ```
@@ -43,7 +48,7 @@ pub trait DataObject: Debug + Send + Sync + 'static {
     fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>);
 }
 
-/// `==` of the objects an `anyType` holds (a registry chunk's `Object`): the
+/// `==` of the objects an `anyType` holds (a `StructObject`, a registry chunk's `Object`): the
 /// same type, encoded to the same XML.
 pub fn same_object(a: &dyn DataObject, b: &dyn DataObject) -> bool {
     if a.type_name() != b.type_name() {
@@ -59,7 +64,9 @@ pub fn same_object(a: &dyn DataObject, b: &dyn DataObject) -> bool {
 /// the generated code; the bound of [`Value::downcast_ref`] and
 /// [`Value::object`].
 pub trait ObjectType: Sized + Send + Sync + 'static {
-    /// The generated enum (of one registry chunk) with a variant for this type.
+    /// What holds this type in a [`Value::Object`]: [`StructObject`] for a
+    /// structure, else the generated enum (of one registry chunk) with a
+    /// variant for this type.
     #[doc(hidden)]
     type Object: DataObject;
     /// Wraps the value in its variant.
@@ -71,6 +78,136 @@ pub trait ObjectType: Sized + Send + Sync + 'static {
     /// The value, if `object` holds this type; else `object` back.
     #[doc(hidden)]
     fn from_object(object: Self::Object) -> Result<Box<Self>, Self::Object>;
+}
+
+/// A structure (data object or fault) an `anyType` slot holds: the value
+/// behind `dyn Fields`, which is how its `Debug`, `==` and encoding work
+/// anyway, with its type's name and id. One [`DataObject`] for every
+/// structure: the registry makes no `Box<T>`, variant or `match` arm per
+/// structure type. Reached through [`ObjectType`] (`downcast_ref::<T>()`).
+#[doc(hidden)]
+pub struct StructObject {
+    type_name: &'static str,
+    type_id: TypeId,
+    fields: BoxedFields,
+}
+
+impl StructObject {
+    /// The boxed structure as an object.
+    pub fn new<T: Structure>(value: Box<T>) -> StructObject {
+        StructObject {
+            type_name: T::TYPE_NAME,
+            type_id: TypeId::of::<T>(),
+            fields: value,
+        }
+    }
+
+    /// The XML type name of the structure held.
+    pub fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+
+    /// The structure, if it is a `T`.
+    pub fn downcast_ref<T: Structure>(&self) -> Option<&T> {
+        if self.type_id != TypeId::of::<T>() {
+            return None;
+        }
+        let fields: *const (dyn super::Fields + Send + Sync) = &*self.fields;
+        #[allow(unsafe_code)]
+        // SAFETY: `type_id` is the id of the type the box was made from
+        // (`new::<T>`, or `decode_struct_object::<T>` through `new_fields::<T>`),
+        // so the data pointer of the `dyn Fields` points to a live `T`,
+        // borrowed here for as long as `self` is.
+        Some(unsafe { &*(fields as *const T) })
+    }
+
+    /// The boxed structure, if it is a `T`; else the object back.
+    pub fn downcast<T: Structure>(self) -> Result<Box<T>, StructObject> {
+        if self.type_id != TypeId::of::<T>() {
+            return Err(self);
+        }
+        let fields = Box::into_raw(self.fields);
+        #[allow(unsafe_code)]
+        // SAFETY: as in `downcast_ref`, the box holds a `T` allocated with
+        // `T`'s layout (by `Box<T>` or `new_fields::<T>`), which `Box<T>`
+        // takes over.
+        Ok(unsafe { Box::from_raw(fields as *mut T) })
+    }
+}
+
+impl Debug for StructObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        debug_fields(f, self.type_name, &*self.fields)
+    }
+}
+
+impl PartialEq for StructObject {
+    fn eq(&self, other: &Self) -> bool {
+        same_object(self, other)
+    }
+}
+
+impl DataObject for StructObject {
+    fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn clone_box(&self) -> Box<dyn DataObject> {
+        clone_object(self)
+    }
+    fn eq_dyn(&self, other: &dyn DataObject) -> bool {
+        same_object(self, other)
+    }
+    fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.write_struct(tag, xsi_type, &*self.fields)
+    }
+}
+
+impl<T: Structure> ObjectType for T {
+    type Object = StructObject;
+    #[inline]
+    fn into_object(value: Box<Self>) -> StructObject {
+        StructObject::new(value)
+    }
+    #[inline]
+    fn object_ref(object: &StructObject) -> Option<&Self> {
+        object.downcast_ref()
+    }
+    #[inline]
+    fn from_object(object: StructObject) -> Result<Box<Self>, StructObject> {
+        object.downcast()
+    }
+}
+
+/// Decodes the current element as a `T` in an [`StructObject`]: what the
+/// registry does for a structure named by an `xsi:type`. The part per type
+/// is making the default `T` to decode into.
+#[doc(hidden)]
+pub fn decode_struct_object<T: Structure>(
+    r: &mut XmlReader<'_>,
+) -> Result<Box<dyn DataObject>, DecodeError> {
+    decode_fields_object(r, new_fields::<T>(), T::TYPE_NAME, TypeId::of::<T>())
+}
+
+fn decode_fields_object(
+    r: &mut XmlReader<'_>,
+    fields: BoxedFields,
+    type_name: &'static str,
+    type_id: TypeId,
+) -> Result<Box<dyn DataObject>, DecodeError> {
+    match r.read_boxed_fields(fields, type_name) {
+        Ok(fields) => Ok(Box::new(StructObject {
+            type_name,
+            type_id,
+            fields,
+        })),
+        Err(e) => Err(e),
+    }
 }
 
 /// The item type of a typed `ArrayOf*` array (`AnyVirtualDevice` for
@@ -123,13 +260,15 @@ impl dyn DataObject {
 
 /// Unboxes the object as `T`; on mismatch, the object back. What a
 /// generated type's conversion from a [`Value`] is built on (a polymorphic
-/// `Any*` enum's matches the chunk enums itself, see [`take_chunk`]).
+/// `Any*` enum's takes the [`StructObject`] itself and matches its type's
+/// name, see [`take_chunk`]).
 #[doc(hidden)]
 pub fn take_object<T: ObjectType>(
     object: Box<dyn DataObject>,
 ) -> Result<Box<T>, Box<dyn DataObject>> {
-    // The downcast is generic over the registry chunk only (one copy per
-    // chunk, not per type); what is left per type is the variant match.
+    // The downcast is generic over what holds the type only (one copy for
+    // the structures and one per chunk); what is left per type is the check
+    // of its variant or `TypeId`.
     match take_chunk::<T::Object>(object) {
         Ok(held) => match T::from_object(held) {
             Ok(typed) => Ok(typed),
@@ -139,9 +278,9 @@ pub fn take_object<T: ObjectType>(
     }
 }
 
-/// Unboxes the object as the chunk enum `O`; on mismatch, the object back.
-/// A polymorphic `Any*` enum's conversion from an object matches the chunk
-/// enum's variant itself: one copy per chunk instead of one per variant.
+/// Unboxes the object as `O` (a [`StructObject`], a chunk enum); on
+/// mismatch, the object back. A polymorphic `Any*` enum's conversion from an
+/// object takes the `StructObject` and matches its type's name itself.
 #[doc(hidden)]
 pub fn take_chunk<O: DataObject>(object: Box<dyn DataObject>) -> Result<O, Box<dyn DataObject>> {
     if !object.as_any().is::<O>() {
@@ -179,7 +318,8 @@ pub fn clone_object(object: &dyn DataObject) -> Box<dyn DataObject> {
     }
 }
 
-/// A chunk enum boxed as an object again (the conversion that did not match).
+/// A `StructObject` or chunk enum boxed as an object again (the conversion
+/// that did not match).
 #[doc(hidden)]
 pub fn box_object<O: DataObject>(object: O) -> Box<dyn DataObject> {
     Box::new(object)

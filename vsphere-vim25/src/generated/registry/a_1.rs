@@ -103,6 +103,56 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::request(x::Name(0x9c113), 223, 3), // AnswerVMRequestType
         x::TypeEntry::structure(x::Name(0x9e017), x::Name(0x1a81e0d), 226, 0), // ApplicationQuiesceFault: SnapshotFault
         x::TypeEntry::request(x::Name(0x9f81e), 226, 2), // ApplyEntitiesConfigRequestType
+        x::TypeEntry::request(x::Name(0xa1719), 228, 3), // ApplyEvcModeVMRequestType
+        x::TypeEntry::request(x::Name(0xa4c1a), 231, 4), // ApplyHostConfigRequestType
+        x::TypeEntry::structure(x::Name(0xa6723), x::Name(0xbb9c0b), 235, 5), // ApplyHostProfileConfigurationResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa8b29), 44, 8), // ApplyHostProfileConfigurationResultStatus
+        x::TypeEntry::structure(x::Name(0xab521), x::Name(0x16a5c14), 240, 6), // ApplyHostProfileConfigurationSpec: ProfileExecuteResult
+        x::TypeEntry::structure(x::Name(0xad70c), x::Name(0xbb9c0b), 246, 11), // ApplyProfile: DynamicData
+        x::TypeEntry::request(x::Name(0xae41e), 257, 2), // ApplyRecommendationRequestType
+        x::TypeEntry::request(x::Name(0xb0328), 259, 2), // ApplyStorageDrsRecommendationRequestType
+        x::TypeEntry::request(x::Name(0xb2c2d), 261, 3), // ApplyStorageDrsRecommendationToPodRequestType
+        x::TypeEntry::structure(x::Name(0xb5a20), x::Name(0xbb9c0b), 264, 1), // ApplyStorageRecommendationResult: DynamicData
+        x::TypeEntry::request(x::Name(0xb7b21), 265, 2), // AreAlarmActionsEnabledRequestType
+        x::TypeEntry::array(x::Name(0xb9d12), 267), // ArrayOfAlarmAction
+        x::TypeEntry::array(x::Name(0xbb016), 268), // ArrayOfAlarmExpression
+        x::TypeEntry::array(x::Name(0xbc711), 269), // ArrayOfAlarmState
+        x::TypeEntry::array(x::Name(0xbd92a), 270), // ArrayOfAlarmTriggeringActionTransitionSpec
+        x::TypeEntry::array(x::Name(0xc041c), 271), // ArrayOfAnswerFileStatusError
+        x::TypeEntry::array(x::Name(0xc211d), 272), // ArrayOfAnswerFileStatusResult
+        x::TypeEntry::array(x::Name(0xc3f1e), 273), // ArrayOfAnswerFileUpdateFailure
+        x::TypeEntry::primitive_array(x::Name(0xc5e0e), 274), // ArrayOfAnyType
+        x::TypeEntry::primitive_array(x::Name(0xc6d0d), 275), // ArrayOfAnyURI
+        x::TypeEntry::array(x::Name(0xc7b2a), 276), // ArrayOfApplyHostProfileConfigurationResult
+        x::TypeEntry::array(x::Name(0xca628), 277), // ArrayOfApplyHostProfileConfigurationSpec
+        x::TypeEntry::array(x::Name(0xccf13), 278), // ArrayOfApplyProfile
+        x::TypeEntry::array(x::Name(0xce326), 279), // ArrayOfAuthenticationRequiredChallenge
+        x::TypeEntry::array(x::Name(0xd0a1d), 280), // ArrayOfAuthorizationPrivilege
+        x::TypeEntry::array(x::Name(0xd2818), 281), // ArrayOfAuthorizationRole
+        x::TypeEntry::array(x::Name(0xd4119), 282), // ArrayOfAutoStartPowerInfo
+        x::TypeEntry::primitive_array(x::Name(0xd5b13), 283), // ArrayOfBase64Binary
+        x::TypeEntry::primitive_array(x::Name(0xd6f0e), 284), // ArrayOfBoolean
+        x::TypeEntry::primitive_array(x::Name(0xd7e0b), 285), // ArrayOfByte
+        x::TypeEntry::array(x::Name(0xd8a1f), 286), // ArrayOfChangesInfoEventArgument
+        x::TypeEntry::array(x::Name(0xdaa12), 287), // ArrayOfCheckResult
+        x::TypeEntry::array(x::Name(0xdbd14), 288), // ArrayOfClusterAction
+        x::TypeEntry::array(x::Name(0xdd21b), 289), // ArrayOfClusterActionHistory
+        x::TypeEntry::array(x::Name(0xdee1d), 290), // ArrayOfClusterAttemptedVmInfo
+        x::TypeEntry::array(x::Name(0xe0c27), 291), // ArrayOfClusterComputeResourceDVSSetting
+        x::TypeEntry::array(x::Name(0xe3442), 292), // ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::TypeEntry::array(x::Name(0xe7727), 293), // ArrayOfClusterComputeResourceDvsProfile
+        x::TypeEntry::array(x::Name(0xe9f46), 294), // ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::TypeEntry::array(x::Name(0xee633), 295), // ArrayOfClusterComputeResourceHostConfigurationInput
+        x::TypeEntry::array(x::Name(0xf1a2f), 296), // ArrayOfClusterComputeResourceHostEvacuationInfo
+        x::TypeEntry::array(x::Name(0xf4a2b), 297), // ArrayOfClusterComputeResourceHostVmkNicInfo
+        x::TypeEntry::array(x::Name(0xf7631), 298), // ArrayOfClusterComputeResourceValidationResultBase
+        x::TypeEntry::array(x::Name(0xfa825), 299), // ArrayOfClusterComputeResourceVcsSlots
+        x::TypeEntry::array(x::Name(0xfce1d), 300), // ArrayOfClusterDasAamNodeState
+        x::TypeEntry::array(x::Name(0xfec3a), 301), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::TypeEntry::array(x::Name(0x102738), 302), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::TypeEntry::array(x::Name(0x10601d), 303), // ArrayOfClusterDasVmConfigInfo
+        x::TypeEntry::array(x::Name(0x107e1d), 304), // ArrayOfClusterDasVmConfigSpec
+        x::TypeEntry::array(x::Name(0x109c21), 305), // ArrayOfClusterDatastoreUpdateSpec
     ],
     decode,
     fields: &[
@@ -334,6 +384,84 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x234090c), x::Name(0x3344606)), // answerChoice: string
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::repeated(x::Name(0x2359e10), x::Name(0xab521)), // applyConfigSpecs: ApplyHostProfileConfigurationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c19604), x::Name(0xeacc0f)), // mask: HostFeatureMask
+        x::FieldEntry::optional(x::Name(0x24d420d), x::Name(0x2405e07)), // completeMasks: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x3501409), x::Name(0x169bc24)), // userInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::required(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
+        x::FieldEntry::required(x::Name(0x24d500c), x::Name(0x2607608)), // completeTime: dateTime
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33ec713), x::Name(0x3344606)), // taskListRequirement: string
+        x::FieldEntry::repeated(x::Name(0x33e9e0f), x::Name(0x13d2d12)), // taskDescription: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x307a80f), x::Name(0x2405e07)), // rebootStateless: boolean
+        x::FieldEntry::optional(x::Name(0x3075a0a), x::Name(0x2405e07)), // rebootHost: boolean
+        x::FieldEntry::optional(x::Name(0x286d009), x::Name(0x13d6214)), // faultData: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2f8dd06), x::Name(0x16b970d)), // policy: ProfilePolicy
+        x::FieldEntry::optional(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x301830e), x::Name(0x3344606)), // profileVersion: string
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x168fd1b)), // property: ProfileApplyProfileProperty
+        x::FieldEntry::optional(x::Name(0x287ab08), x::Name(0x2405e07)), // favorite: boolean
+        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0x2405e07)), // toBeMerged: boolean
+        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0x2405e07)), // toReplaceWith: boolean
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0x2405e07)), // toBeDeleted: boolean
+        x::FieldEntry::optional(x::Name(0x2546f10), x::Name(0x2405e07)), // copyEnableStatus: boolean
+        x::FieldEntry::optional(x::Name(0x29b0306), x::Name(0x2405e07)), // hidden: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x5d30b), x::Name(0x5d30b)), // AlarmAction: AlarmAction
+        x::FieldEntry::repeated(x::Name(0x67b0f), x::Name(0x67b0f)), // AlarmExpression: AlarmExpression
+        x::FieldEntry::repeated(x::Name(0x7850a), x::Name(0x7850a)), // AlarmState: AlarmState
+        x::FieldEntry::repeated(x::Name(0x7be23), x::Name(0x7be23)), // AlarmTriggeringActionTransitionSpec: AlarmTriggeringActionTransitionSpec
+        x::FieldEntry::repeated(x::Name(0x94615), x::Name(0x94615)), // AnswerFileStatusError: AnswerFileStatusError
+        x::FieldEntry::repeated(x::Name(0x95c16), x::Name(0x95c16)), // AnswerFileStatusResult: AnswerFileStatusResult
+        x::FieldEntry::repeated(x::Name(0x98a17), x::Name(0x98a17)), // AnswerFileUpdateFailure: AnswerFileUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x234a207), x::Name(0x234a207)), // anyType: anyType
+        x::FieldEntry::repeated(x::Name(0x234aa06), x::Name(0x234aa06)), // anyURI: anyURI
+        x::FieldEntry::repeated(x::Name(0xa6723), x::Name(0xa6723)), // ApplyHostProfileConfigurationResult: ApplyHostProfileConfigurationResult
+        x::FieldEntry::repeated(x::Name(0xab521), x::Name(0xab521)), // ApplyHostProfileConfigurationSpec: ApplyHostProfileConfigurationSpec
+        x::FieldEntry::repeated(x::Name(0xad70c), x::Name(0xad70c)), // ApplyProfile: ApplyProfile
+        x::FieldEntry::repeated(x::Name(0x59041f), x::Name(0x59041f)), // AuthenticationRequiredChallenge: AuthenticationRequiredChallenge
+        x::FieldEntry::repeated(x::Name(0x597016), x::Name(0x597016)), // AuthorizationPrivilege: AuthorizationPrivilege
+        x::FieldEntry::repeated(x::Name(0x598711), x::Name(0x598711)), // AuthorizationRole: AuthorizationRole
+        x::FieldEntry::repeated(x::Name(0x59ca12), x::Name(0x59ca12)), // AutoStartPowerInfo: AutoStartPowerInfo
+        x::FieldEntry::repeated(x::Name(0x23e790c), x::Name(0x23e790c)), // base64Binary: base64Binary
+        x::FieldEntry::repeated(x::Name(0x2405e07), x::Name(0x2405e07)), // boolean: boolean
+        x::FieldEntry::repeated(x::Name(0x2420604), x::Name(0x2420604)), // byte: byte
+        x::FieldEntry::repeated(x::Name(0x635318), x::Name(0x635318)), // ChangesInfoEventArgument: ChangesInfoEventArgument
+        x::FieldEntry::repeated(x::Name(0x653d0b), x::Name(0x653d0b)), // CheckResult: CheckResult
+        x::FieldEntry::repeated(x::Name(0x66cb0d), x::Name(0x66cb0d)), // ClusterAction: ClusterAction
+        x::FieldEntry::repeated(x::Name(0x66d914), x::Name(0x66d914)), // ClusterActionHistory: ClusterActionHistory
+        x::FieldEntry::repeated(x::Name(0x672216), x::Name(0x672216)), // ClusterAttemptedVmInfo: ClusterAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x681520), x::Name(0x681520)), // ClusterComputeResourceDVSSetting: ClusterComputeResourceDVSSetting
+        x::FieldEntry::repeated(x::Name(0x68363b), x::Name(0x68363b)), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::FieldEntry::repeated(x::Name(0x687220), x::Name(0x687220)), // ClusterComputeResourceDvsProfile: ClusterComputeResourceDvsProfile
+        x::FieldEntry::repeated(x::Name(0x68933f), x::Name(0x68933f)), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::FieldEntry::repeated(x::Name(0x69422c), x::Name(0x69422c)), // ClusterComputeResourceHostConfigurationInput: ClusterComputeResourceHostConfigurationInput
+        x::FieldEntry::repeated(x::Name(0x69d028), x::Name(0x69d028)), // ClusterComputeResourceHostEvacuationInfo: ClusterComputeResourceHostEvacuationInfo
+        x::FieldEntry::repeated(x::Name(0x69f924), x::Name(0x69f924)), // ClusterComputeResourceHostVmkNicInfo: ClusterComputeResourceHostVmkNicInfo
+        x::FieldEntry::repeated(x::Name(0x6a822a), x::Name(0x6a822a)), // ClusterComputeResourceValidationResultBase: ClusterComputeResourceValidationResultBase
+        x::FieldEntry::repeated(x::Name(0x6ad31e), x::Name(0x6ad31e)), // ClusterComputeResourceVcsSlots: ClusterComputeResourceVcsSlots
+        x::FieldEntry::repeated(x::Name(0x6ba216), x::Name(0x6ba216)), // ClusterDasAamNodeState: ClusterDasAamNodeState
+        x::FieldEntry::repeated(x::Name(0x6d3b33), x::Name(0x6d3b33)), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::FieldEntry::repeated(x::Name(0x6da231), x::Name(0x6da231)), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::FieldEntry::repeated(x::Name(0x6e3a16), x::Name(0x6e3a16)), // ClusterDasVmConfigInfo: ClusterDasVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x6e5116), x::Name(0x6e5116)), // ClusterDasVmConfigSpec: ClusterDasVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x6ec71a), x::Name(0x6ec71a)), // ClusterDatastoreUpdateSpec: ClusterDatastoreUpdateSpec
     ],
     values: &[
         x::Name(0x33e6f0a), // targetName
@@ -380,75 +508,175 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x3359007), // success
         x::Name(0x2851a06), // failed
         x::Name(0x285780f), // failed_defaults
+        x::Name(0x3359007), // success
+        x::Name(0x2851a06), // failed
+        x::Name(0x307c80d), // reboot_failed
+        x::Name(0x3303417), // stateless_reboot_failed
+        x::Name(0x247db17), // check_compliance_failed
+        x::Name(0x32feb13), // state_not_satisfied
+        x::Name(0x282c41b), // exit_maintenancemode_failed
+        x::Name(0x2437f08), // canceled
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        3 => return Some(x::decode_struct_object::<AboutInfo>(r)),
+        #[cfg(feature = "all-events")] 4 => return Some(x::decode_struct_object::<AccountCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 5 => return Some(x::decode_struct_object::<AccountRemovedEvent>(r)),
+        #[cfg(feature = "all-events")] 6 => return Some(x::decode_struct_object::<AccountUpdatedEvent>(r)),
+        15 => return Some(x::decode_struct_object::<Action>(r)),
+        #[cfg(feature = "all-faults")] 18 => return Some(x::decode_struct_object::<ActiveDirectoryFault>(r)),
+        19 => return Some(x::decode_struct_object::<ActiveDirectoryProfile>(r)),
+        #[cfg(feature = "all-faults")] 20 => return Some(x::decode_struct_object::<ActiveVMsBlockingEVC>(r)),
+        #[cfg(feature = "all-faults")] 41 => return Some(x::decode_struct_object::<AdminDisabled>(r)),
+        #[cfg(feature = "all-faults")] 42 => return Some(x::decode_struct_object::<AdminNotDisabled>(r)),
+        #[cfg(feature = "all-events")] 43 => return Some(x::decode_struct_object::<AdminPasswordNotChangedEvent>(r)),
+        #[cfg(feature = "all-faults")] 44 => return Some(x::decode_struct_object::<AffinityConfigured>(r)),
+        #[cfg(feature = "admin")] 46 => return Some(x::decode_struct_object::<AfterStartupTaskScheduler>(r)),
+        #[cfg(feature = "all-faults")] 47 => return Some(x::decode_struct_object::<AgentInstallFailed>(r)),
+        #[cfg(feature = "all-events")] 49 => return Some(x::decode_struct_object::<AlarmAcknowledgedEvent>(r)),
+        50 => return Some(x::decode_struct_object::<AlarmAction>(r)),
+        #[cfg(feature = "all-events")] 51 => return Some(x::decode_struct_object::<AlarmActionTriggeredEvent>(r)),
+        #[cfg(feature = "all-events")] 52 => return Some(x::decode_struct_object::<AlarmClearedEvent>(r)),
+        #[cfg(feature = "all-events")] 53 => return Some(x::decode_struct_object::<AlarmCreatedEvent>(r)),
+        #[cfg(feature = "admin")] 54 => return Some(x::decode_struct_object::<AlarmDescription>(r)),
+        #[cfg(feature = "all-events")] 55 => return Some(x::decode_struct_object::<AlarmEmailCompletedEvent>(r)),
+        #[cfg(feature = "all-events")] 56 => return Some(x::decode_struct_object::<AlarmEmailFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 57 => return Some(x::decode_struct_object::<AlarmEvent>(r)),
+        #[cfg(feature = "all-events")] 58 => return Some(x::decode_struct_object::<AlarmEventArgument>(r)),
+        59 => return Some(x::decode_struct_object::<AlarmExpression>(r)),
+        #[cfg(feature = "admin")] 60 => return Some(x::decode_struct_object::<AlarmFilterSpec>(r)),
+        #[cfg(feature = "admin")] 63 => return Some(x::decode_struct_object::<AlarmInfo>(r)),
+        #[cfg(feature = "all-events")] 64 => return Some(x::decode_struct_object::<AlarmReconfiguredEvent>(r)),
+        #[cfg(feature = "all-events")] 65 => return Some(x::decode_struct_object::<AlarmRemovedEvent>(r)),
+        #[cfg(feature = "all-events")] 66 => return Some(x::decode_struct_object::<AlarmScriptCompleteEvent>(r)),
+        #[cfg(feature = "all-events")] 67 => return Some(x::decode_struct_object::<AlarmScriptFailedEvent>(r)),
+        #[cfg(feature = "admin")] 68 => return Some(x::decode_struct_object::<AlarmSetting>(r)),
+        #[cfg(feature = "all-events")] 69 => return Some(x::decode_struct_object::<AlarmSnmpCompletedEvent>(r)),
+        #[cfg(feature = "all-events")] 70 => return Some(x::decode_struct_object::<AlarmSnmpFailedEvent>(r)),
+        #[cfg(feature = "admin")] 71 => return Some(x::decode_struct_object::<AlarmSpec>(r)),
+        72 => return Some(x::decode_struct_object::<AlarmState>(r)),
+        #[cfg(feature = "all-events")] 73 => return Some(x::decode_struct_object::<AlarmStatusChangedEvent>(r)),
+        74 => return Some(x::decode_struct_object::<AlarmTriggeringAction>(r)),
+        75 => return Some(x::decode_struct_object::<AlarmTriggeringActionTransitionSpec>(r)),
+        #[cfg(feature = "all-events")] 76 => return Some(x::decode_struct_object::<AllVirtualMachinesLicensedEvent>(r)),
+        #[cfg(feature = "all-events")] 79 => return Some(x::decode_struct_object::<AlreadyAuthenticatedSessionEvent>(r)),
+        #[cfg(feature = "all-faults")] 80 => return Some(x::decode_struct_object::<AlreadyBeingManaged>(r)),
+        #[cfg(feature = "all-faults")] 81 => return Some(x::decode_struct_object::<AlreadyConnected>(r)),
+        82 => return Some(x::decode_struct_object::<AlreadyExists>(r)),
+        #[cfg(feature = "all-faults")] 83 => return Some(x::decode_struct_object::<AlreadyUpgraded>(r)),
+        84 => return Some(x::decode_struct_object::<AndAlarmExpression>(r)),
+        #[cfg(feature = "admin")] 85 => return Some(x::decode_struct_object::<AnswerFile>(r)),
+        86 => return Some(x::decode_struct_object::<AnswerFileCreateSpec>(r)),
+        87 => return Some(x::decode_struct_object::<AnswerFileOptionsCreateSpec>(r)),
+        88 => return Some(x::decode_struct_object::<AnswerFileSerializedCreateSpec>(r)),
+        #[cfg(feature = "admin")] 89 => return Some(x::decode_struct_object::<AnswerFileStatusError>(r)),
+        #[cfg(feature = "admin")] 90 => return Some(x::decode_struct_object::<AnswerFileStatusResult>(r)),
+        #[cfg(feature = "all-faults")] 91 => return Some(x::decode_struct_object::<AnswerFileUpdateFailed>(r)),
+        #[cfg(feature = "all-faults")] 92 => return Some(x::decode_struct_object::<AnswerFileUpdateFailure>(r)),
+        #[cfg(feature = "all-faults")] 95 => return Some(x::decode_struct_object::<ApplicationQuiesceFault>(r)),
+        #[cfg(feature = "admin")] 99 => return Some(x::decode_struct_object::<ApplyHostProfileConfigurationResult>(r)),
+        #[cfg(feature = "admin")] 101 => return Some(x::decode_struct_object::<ApplyHostProfileConfigurationSpec>(r)),
+        102 => return Some(x::decode_struct_object::<ApplyProfile>(r)),
+        106 => return Some(x::decode_struct_object::<ApplyStorageRecommendationResult>(r)),
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActionParameter(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActionType(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityType(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailedReason(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByEntity(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(v), Err(e) => return Some(Err(e)) },
+        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileValidationInfoStatus(v), Err(e) => return Some(Err(e)) },
+        100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationResultStatus(v), Err(e) => return Some(Err(e)) },
+        108 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmAction(v), Err(e) => return Some(Err(e)) },
+        109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmExpression(v), Err(e) => return Some(Err(e)) },
+        110 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmState(v), Err(e) => return Some(Err(e)) },
+        111 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 112 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 113 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 114 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 118 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
+        119 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 120 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 121 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 122 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationRole(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 123 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
+        128 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCheckResult(v), Err(e) => return Some(Err(e)) },
+        129 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAction(v), Err(e) => return Some(Err(e)) },
+        130 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterActionHistory(v), Err(e) => return Some(Err(e)) },
+        131 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 132 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSetting(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 135 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 136 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostConfigurationInput(v), Err(e) => return Some(Err(e)) },
+        137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 138 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 139 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceValidationResultBase(v), Err(e) => return Some(Err(e)) },
+        140 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceVcsSlots(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 141 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasAamNodeState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 142 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 143 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v), Err(e) => return Some(Err(e)) },
+        144 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasVmConfigInfo(v), Err(e) => return Some(Err(e)) },
+        145 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasVmConfigSpec(v), Err(e) => return Some(Err(e)) },
+        146 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDatastoreUpdateSpec(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    AboutInfo(Box<AboutInfo>),
-    #[cfg(feature = "all-events")] AccountCreatedEvent(Box<AccountCreatedEvent>),
-    #[cfg(feature = "all-events")] AccountRemovedEvent(Box<AccountRemovedEvent>),
-    #[cfg(feature = "all-events")] AccountUpdatedEvent(Box<AccountUpdatedEvent>),
-    Action(Box<Action>),
     ActionParameter(Box<ActionParameter>),
     ActionType(Box<ActionType>),
-    #[cfg(feature = "all-faults")] ActiveDirectoryFault(Box<ActiveDirectoryFault>),
-    ActiveDirectoryProfile(Box<ActiveDirectoryProfile>),
-    #[cfg(feature = "all-faults")] ActiveVMsBlockingEVC(Box<ActiveVMsBlockingEVC>),
-    #[cfg(feature = "all-faults")] AdminDisabled(Box<AdminDisabled>),
-    #[cfg(feature = "all-faults")] AdminNotDisabled(Box<AdminNotDisabled>),
-    #[cfg(feature = "all-events")] AdminPasswordNotChangedEvent(Box<AdminPasswordNotChangedEvent>),
-    #[cfg(feature = "all-faults")] AffinityConfigured(Box<AffinityConfigured>),
     AffinityType(Box<AffinityType>),
-    #[cfg(feature = "admin")] AfterStartupTaskScheduler(Box<AfterStartupTaskScheduler>),
-    #[cfg(feature = "all-faults")] AgentInstallFailed(Box<AgentInstallFailed>),
     AgentInstallFailedReason(Box<AgentInstallFailedReason>),
-    #[cfg(feature = "all-events")] AlarmAcknowledgedEvent(Box<AlarmAcknowledgedEvent>),
-    AlarmAction(Box<AlarmAction>),
-    #[cfg(feature = "all-events")] AlarmActionTriggeredEvent(Box<AlarmActionTriggeredEvent>),
-    #[cfg(feature = "all-events")] AlarmClearedEvent(Box<AlarmClearedEvent>),
-    #[cfg(feature = "all-events")] AlarmCreatedEvent(Box<AlarmCreatedEvent>),
-    #[cfg(feature = "admin")] AlarmDescription(Box<AlarmDescription>),
-    #[cfg(feature = "all-events")] AlarmEmailCompletedEvent(Box<AlarmEmailCompletedEvent>),
-    #[cfg(feature = "all-events")] AlarmEmailFailedEvent(Box<AlarmEmailFailedEvent>),
-    #[cfg(feature = "all-events")] AlarmEvent(Box<AlarmEvent>),
-    #[cfg(feature = "all-events")] AlarmEventArgument(Box<AlarmEventArgument>),
-    AlarmExpression(Box<AlarmExpression>),
-    #[cfg(feature = "admin")] AlarmFilterSpec(Box<AlarmFilterSpec>),
     AlarmFilterSpecAlarmTypeByEntity(Box<AlarmFilterSpecAlarmTypeByEntity>),
     AlarmFilterSpecAlarmTypeByTrigger(Box<AlarmFilterSpecAlarmTypeByTrigger>),
-    #[cfg(feature = "admin")] AlarmInfo(Box<AlarmInfo>),
-    #[cfg(feature = "all-events")] AlarmReconfiguredEvent(Box<AlarmReconfiguredEvent>),
-    #[cfg(feature = "all-events")] AlarmRemovedEvent(Box<AlarmRemovedEvent>),
-    #[cfg(feature = "all-events")] AlarmScriptCompleteEvent(Box<AlarmScriptCompleteEvent>),
-    #[cfg(feature = "all-events")] AlarmScriptFailedEvent(Box<AlarmScriptFailedEvent>),
-    #[cfg(feature = "admin")] AlarmSetting(Box<AlarmSetting>),
-    #[cfg(feature = "all-events")] AlarmSnmpCompletedEvent(Box<AlarmSnmpCompletedEvent>),
-    #[cfg(feature = "all-events")] AlarmSnmpFailedEvent(Box<AlarmSnmpFailedEvent>),
-    #[cfg(feature = "admin")] AlarmSpec(Box<AlarmSpec>),
-    AlarmState(Box<AlarmState>),
-    #[cfg(feature = "all-events")] AlarmStatusChangedEvent(Box<AlarmStatusChangedEvent>),
-    AlarmTriggeringAction(Box<AlarmTriggeringAction>),
-    AlarmTriggeringActionTransitionSpec(Box<AlarmTriggeringActionTransitionSpec>),
-    #[cfg(feature = "all-events")] AllVirtualMachinesLicensedEvent(Box<AllVirtualMachinesLicensedEvent>),
-    #[cfg(feature = "all-events")] AlreadyAuthenticatedSessionEvent(Box<AlreadyAuthenticatedSessionEvent>),
-    #[cfg(feature = "all-faults")] AlreadyBeingManaged(Box<AlreadyBeingManaged>),
-    #[cfg(feature = "all-faults")] AlreadyConnected(Box<AlreadyConnected>),
-    AlreadyExists(Box<AlreadyExists>),
-    #[cfg(feature = "all-faults")] AlreadyUpgraded(Box<AlreadyUpgraded>),
-    AndAlarmExpression(Box<AndAlarmExpression>),
-    #[cfg(feature = "admin")] AnswerFile(Box<AnswerFile>),
-    AnswerFileCreateSpec(Box<AnswerFileCreateSpec>),
-    AnswerFileOptionsCreateSpec(Box<AnswerFileOptionsCreateSpec>),
-    AnswerFileSerializedCreateSpec(Box<AnswerFileSerializedCreateSpec>),
-    #[cfg(feature = "admin")] AnswerFileStatusError(Box<AnswerFileStatusError>),
-    #[cfg(feature = "admin")] AnswerFileStatusResult(Box<AnswerFileStatusResult>),
-    #[cfg(feature = "all-faults")] AnswerFileUpdateFailed(Box<AnswerFileUpdateFailed>),
-    #[cfg(feature = "all-faults")] AnswerFileUpdateFailure(Box<AnswerFileUpdateFailure>),
     AnswerFileValidationInfoStatus(Box<AnswerFileValidationInfoStatus>),
-    #[cfg(feature = "all-faults")] ApplicationQuiesceFault(Box<ApplicationQuiesceFault>),
+    ApplyHostProfileConfigurationResultStatus(Box<ApplyHostProfileConfigurationResultStatus>),
+    ArrayOfAlarmAction(Box<Vec<AnyAlarmAction>>),
+    ArrayOfAlarmExpression(Box<Vec<AnyAlarmExpression>>),
+    ArrayOfAlarmState(Box<Vec<AlarmState>>),
+    ArrayOfAlarmTriggeringActionTransitionSpec(Box<Vec<AlarmTriggeringActionTransitionSpec>>),
+    #[cfg(feature = "admin")] ArrayOfAnswerFileStatusError(Box<Vec<AnswerFileStatusError>>),
+    #[cfg(feature = "admin")] ArrayOfAnswerFileStatusResult(Box<Vec<AnswerFileStatusResult>>),
+    #[cfg(feature = "all-faults")] ArrayOfAnswerFileUpdateFailure(Box<Vec<AnswerFileUpdateFailure>>),
+    #[cfg(feature = "admin")] ArrayOfApplyHostProfileConfigurationResult(Box<Vec<ApplyHostProfileConfigurationResult>>),
+    #[cfg(feature = "admin")] ArrayOfApplyHostProfileConfigurationSpec(Box<Vec<ApplyHostProfileConfigurationSpec>>),
+    ArrayOfApplyProfile(Box<Vec<AnyApplyProfile>>),
+    #[cfg(feature = "all-faults")] ArrayOfAuthenticationRequiredChallenge(Box<Vec<AuthenticationRequiredChallenge>>),
+    #[cfg(feature = "admin")] ArrayOfAuthorizationPrivilege(Box<Vec<AuthorizationPrivilege>>),
+    #[cfg(feature = "admin")] ArrayOfAuthorizationRole(Box<Vec<AuthorizationRole>>),
+    #[cfg(feature = "admin")] ArrayOfAutoStartPowerInfo(Box<Vec<AutoStartPowerInfo>>),
+    #[cfg(feature = "all-events")] ArrayOfChangesInfoEventArgument(Box<Vec<ChangesInfoEventArgument>>),
+    ArrayOfCheckResult(Box<Vec<CheckResult>>),
+    ArrayOfClusterAction(Box<Vec<AnyClusterAction>>),
+    ArrayOfClusterActionHistory(Box<Vec<ClusterActionHistory>>),
+    ArrayOfClusterAttemptedVmInfo(Box<Vec<ClusterAttemptedVmInfo>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDVSSetting(Box<Vec<ClusterComputeResourceDVSSetting>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDvsProfile(Box<Vec<ClusterComputeResourceDvsProfile>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceHostConfigurationInput(Box<Vec<ClusterComputeResourceHostConfigurationInput>>),
+    ArrayOfClusterComputeResourceHostEvacuationInfo(Box<Vec<ClusterComputeResourceHostEvacuationInfo>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceHostVmkNicInfo(Box<Vec<ClusterComputeResourceHostVmkNicInfo>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceValidationResultBase(Box<Vec<AnyClusterComputeResourceValidationResultBase>>),
+    ArrayOfClusterComputeResourceVcsSlots(Box<Vec<ClusterComputeResourceVcsSlots>>),
+    #[cfg(feature = "admin")] ArrayOfClusterDasAamNodeState(Box<Vec<ClusterDasAamNodeState>>),
+    #[cfg(feature = "admin")] ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>),
+    #[cfg(feature = "admin")] ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>),
+    ArrayOfClusterDasVmConfigInfo(Box<Vec<ClusterDasVmConfigInfo>>),
+    ArrayOfClusterDasVmConfigSpec(Box<Vec<ClusterDasVmConfigSpec>>),
+    ArrayOfClusterDatastoreUpdateSpec(Box<Vec<ClusterDatastoreUpdateSpec>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -457,144 +685,51 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AboutInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountUpdatedEvent(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Action(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActionParameter(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActionType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveDirectoryFault(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveDirectoryProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveVMsBlockingEVC(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminDisabled(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminNotDisabled(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminPasswordNotChangedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityConfigured(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AfterStartupTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailed(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailedReason(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmAcknowledgedEvent(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmAction(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmActionTriggeredEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmClearedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmDescription(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailCompletedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEventArgument(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmExpression(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpec(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByEntity(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptCompleteEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSetting(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpCompletedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSpec(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmState(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmTriggeringAction(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmTriggeringActionTransitionSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AllVirtualMachinesLicensedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyAuthenticatedSessionEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyBeingManaged(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyConnected(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyExists(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyUpgraded(v), Err(e) => return Some(Err(e)) },
-        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AndAlarmExpression(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFile(v), Err(e) => return Some(Err(e)) },
-        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileCreateSpec(v), Err(e) => return Some(Err(e)) },
-        87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileOptionsCreateSpec(v), Err(e) => return Some(Err(e)) },
-        88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileSerializedCreateSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailed(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
-        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileValidationInfoStatus(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 95 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplicationQuiesceFault(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::AboutInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Action(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ActionParameter(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ActionType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ActiveDirectoryProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AdminDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AffinityType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AfterStartupTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AgentInstallFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AlarmDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AlarmFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmFilterSpecAlarmTypeByEntity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmFilterSpecAlarmTypeByTrigger(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AlarmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AlarmSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AlarmSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmState(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmTriggeringAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmTriggeringActionTransitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AlreadyConnected(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AndAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AnswerFile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AnswerFileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AnswerFileOptionsCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AnswerFileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::AnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileValidationInfoStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ApplyHostProfileConfigurationResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAlarmState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterActionHistory(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceVcsSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDasVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDasVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDatastoreUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -608,68 +743,48 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::AboutInfo(_) => "AboutInfo",
-            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(_) => "AccountCreatedEvent",
-            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(_) => "AccountRemovedEvent",
-            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(_) => "AccountUpdatedEvent",
-            Object::Action(_) => "Action",
             Object::ActionParameter(_) => "ActionParameter",
             Object::ActionType(_) => "ActionType",
-            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(_) => "ActiveDirectoryFault",
-            Object::ActiveDirectoryProfile(_) => "ActiveDirectoryProfile",
-            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(_) => "ActiveVMsBlockingEVC",
-            #[cfg(feature = "all-faults")] Object::AdminDisabled(_) => "AdminDisabled",
-            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(_) => "AdminNotDisabled",
-            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(_) => "AdminPasswordNotChangedEvent",
-            #[cfg(feature = "all-faults")] Object::AffinityConfigured(_) => "AffinityConfigured",
             Object::AffinityType(_) => "AffinityType",
-            #[cfg(feature = "admin")] Object::AfterStartupTaskScheduler(_) => "AfterStartupTaskScheduler",
-            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(_) => "AgentInstallFailed",
             Object::AgentInstallFailedReason(_) => "AgentInstallFailedReason",
-            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(_) => "AlarmAcknowledgedEvent",
-            Object::AlarmAction(_) => "AlarmAction",
-            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(_) => "AlarmActionTriggeredEvent",
-            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(_) => "AlarmClearedEvent",
-            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(_) => "AlarmCreatedEvent",
-            #[cfg(feature = "admin")] Object::AlarmDescription(_) => "AlarmDescription",
-            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(_) => "AlarmEmailCompletedEvent",
-            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(_) => "AlarmEmailFailedEvent",
-            #[cfg(feature = "all-events")] Object::AlarmEvent(_) => "AlarmEvent",
-            #[cfg(feature = "all-events")] Object::AlarmEventArgument(_) => "AlarmEventArgument",
-            Object::AlarmExpression(_) => "AlarmExpression",
-            #[cfg(feature = "admin")] Object::AlarmFilterSpec(_) => "AlarmFilterSpec",
             Object::AlarmFilterSpecAlarmTypeByEntity(_) => "AlarmFilterSpecAlarmTypeByEntity",
             Object::AlarmFilterSpecAlarmTypeByTrigger(_) => "AlarmFilterSpecAlarmTypeByTrigger",
-            #[cfg(feature = "admin")] Object::AlarmInfo(_) => "AlarmInfo",
-            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(_) => "AlarmReconfiguredEvent",
-            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(_) => "AlarmRemovedEvent",
-            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(_) => "AlarmScriptCompleteEvent",
-            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(_) => "AlarmScriptFailedEvent",
-            #[cfg(feature = "admin")] Object::AlarmSetting(_) => "AlarmSetting",
-            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(_) => "AlarmSnmpCompletedEvent",
-            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(_) => "AlarmSnmpFailedEvent",
-            #[cfg(feature = "admin")] Object::AlarmSpec(_) => "AlarmSpec",
-            Object::AlarmState(_) => "AlarmState",
-            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(_) => "AlarmStatusChangedEvent",
-            Object::AlarmTriggeringAction(_) => "AlarmTriggeringAction",
-            Object::AlarmTriggeringActionTransitionSpec(_) => "AlarmTriggeringActionTransitionSpec",
-            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(_) => "AllVirtualMachinesLicensedEvent",
-            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(_) => "AlreadyAuthenticatedSessionEvent",
-            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(_) => "AlreadyBeingManaged",
-            #[cfg(feature = "all-faults")] Object::AlreadyConnected(_) => "AlreadyConnected",
-            Object::AlreadyExists(_) => "AlreadyExists",
-            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(_) => "AlreadyUpgraded",
-            Object::AndAlarmExpression(_) => "AndAlarmExpression",
-            #[cfg(feature = "admin")] Object::AnswerFile(_) => "AnswerFile",
-            Object::AnswerFileCreateSpec(_) => "AnswerFileCreateSpec",
-            Object::AnswerFileOptionsCreateSpec(_) => "AnswerFileOptionsCreateSpec",
-            Object::AnswerFileSerializedCreateSpec(_) => "AnswerFileSerializedCreateSpec",
-            #[cfg(feature = "admin")] Object::AnswerFileStatusError(_) => "AnswerFileStatusError",
-            #[cfg(feature = "admin")] Object::AnswerFileStatusResult(_) => "AnswerFileStatusResult",
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(_) => "AnswerFileUpdateFailed",
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(_) => "AnswerFileUpdateFailure",
             Object::AnswerFileValidationInfoStatus(_) => "AnswerFileValidationInfoStatus",
-            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(_) => "ApplicationQuiesceFault",
+            Object::ApplyHostProfileConfigurationResultStatus(_) => "ApplyHostProfileConfigurationResultStatus",
+            Object::ArrayOfAlarmAction(_) => "ArrayOfAlarmAction",
+            Object::ArrayOfAlarmExpression(_) => "ArrayOfAlarmExpression",
+            Object::ArrayOfAlarmState(_) => "ArrayOfAlarmState",
+            Object::ArrayOfAlarmTriggeringActionTransitionSpec(_) => "ArrayOfAlarmTriggeringActionTransitionSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(_) => "ArrayOfAnswerFileStatusError",
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(_) => "ArrayOfAnswerFileStatusResult",
+            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(_) => "ArrayOfAnswerFileUpdateFailure",
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(_) => "ArrayOfApplyHostProfileConfigurationResult",
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(_) => "ArrayOfApplyHostProfileConfigurationSpec",
+            Object::ArrayOfApplyProfile(_) => "ArrayOfApplyProfile",
+            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(_) => "ArrayOfAuthenticationRequiredChallenge",
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(_) => "ArrayOfAuthorizationPrivilege",
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(_) => "ArrayOfAuthorizationRole",
+            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(_) => "ArrayOfAutoStartPowerInfo",
+            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(_) => "ArrayOfChangesInfoEventArgument",
+            Object::ArrayOfCheckResult(_) => "ArrayOfCheckResult",
+            Object::ArrayOfClusterAction(_) => "ArrayOfClusterAction",
+            Object::ArrayOfClusterActionHistory(_) => "ArrayOfClusterActionHistory",
+            Object::ArrayOfClusterAttemptedVmInfo(_) => "ArrayOfClusterAttemptedVmInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(_) => "ArrayOfClusterComputeResourceDVSSetting",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(_) => "ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(_) => "ArrayOfClusterComputeResourceDvsProfile",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(_) => "ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(_) => "ArrayOfClusterComputeResourceHostConfigurationInput",
+            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(_) => "ArrayOfClusterComputeResourceHostEvacuationInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(_) => "ArrayOfClusterComputeResourceHostVmkNicInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(_) => "ArrayOfClusterComputeResourceValidationResultBase",
+            Object::ArrayOfClusterComputeResourceVcsSlots(_) => "ArrayOfClusterComputeResourceVcsSlots",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(_) => "ArrayOfClusterDasAamNodeState",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
+            Object::ArrayOfClusterDasVmConfigInfo(_) => "ArrayOfClusterDasVmConfigInfo",
+            Object::ArrayOfClusterDasVmConfigSpec(_) => "ArrayOfClusterDasVmConfigSpec",
+            Object::ArrayOfClusterDatastoreUpdateSpec(_) => "ArrayOfClusterDatastoreUpdateSpec",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -689,152 +804,52 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::AboutInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Action(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ActionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ActionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ActiveDirectoryProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AdminDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AffinityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AfterStartupTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AgentInstallFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AlarmDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AlarmFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmFilterSpecAlarmTypeByEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmFilterSpecAlarmTypeByTrigger(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AlarmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AlarmSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AlarmSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmTriggeringAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmTriggeringActionTransitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AlreadyConnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AndAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AnswerFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AnswerFileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AnswerFileOptionsCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AnswerFileSerializedCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::AnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileValidationInfoStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ApplyHostProfileConfigurationResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAlarmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterActionHistory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceVcsSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDasVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDasVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDatastoreUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectType for AboutInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AboutInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AboutInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AboutInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AccountCreatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AccountCreatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AccountCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AccountCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AccountRemovedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AccountRemovedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AccountRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AccountRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AccountUpdatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AccountUpdatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AccountUpdatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AccountUpdatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for Action {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::Action(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Action(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Action(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for ActionParameter {
     type Object = Object;
@@ -868,118 +883,6 @@ impl x::ObjectType for ActionType {
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for ActiveDirectoryFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ActiveDirectoryFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ActiveDirectoryFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ActiveDirectoryFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ActiveDirectoryProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ActiveDirectoryProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ActiveDirectoryProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ActiveDirectoryProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ActiveVMsBlockingEVC {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ActiveVMsBlockingEVC(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ActiveVMsBlockingEVC(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ActiveVMsBlockingEVC(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AdminDisabled {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AdminDisabled(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AdminDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AdminDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AdminNotDisabled {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AdminNotDisabled(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AdminNotDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AdminNotDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AdminPasswordNotChangedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AdminPasswordNotChangedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AdminPasswordNotChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AdminPasswordNotChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AffinityConfigured {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AffinityConfigured(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AffinityConfigured(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AffinityConfigured(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for AffinityType {
     type Object = Object;
     #[inline]
@@ -996,38 +899,6 @@ impl x::ObjectType for AffinityType {
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for AfterStartupTaskScheduler {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AfterStartupTaskScheduler(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AfterStartupTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AfterStartupTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AgentInstallFailed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AgentInstallFailed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AgentInstallFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AgentInstallFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for AgentInstallFailedReason {
     type Object = Object;
     #[inline]
@@ -1041,198 +912,6 @@ impl x::ObjectType for AgentInstallFailedReason {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::AgentInstallFailedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmAcknowledgedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmAcknowledgedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmAcknowledgedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmAcknowledgedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AlarmAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmActionTriggeredEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmActionTriggeredEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmActionTriggeredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmActionTriggeredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmClearedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmClearedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmClearedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmClearedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmCreatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmCreatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for AlarmDescription {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmDescription(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmEmailCompletedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmEmailCompletedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmEmailCompletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmEmailCompletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmEmailFailedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmEmailFailedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmEmailFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmEmailFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmEventArgument {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmEventArgument(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AlarmExpression {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmExpression(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for AlarmFilterSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmFilterSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1268,454 +947,6 @@ impl x::ObjectType for AlarmFilterSpecAlarmTypeByTrigger {
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for AlarmInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmReconfiguredEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmReconfiguredEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmRemovedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmRemovedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmScriptCompleteEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmScriptCompleteEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmScriptCompleteEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmScriptCompleteEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmScriptFailedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmScriptFailedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmScriptFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmScriptFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for AlarmSetting {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmSetting(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmSnmpCompletedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmSnmpCompletedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmSnmpCompletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmSnmpCompletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmSnmpFailedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmSnmpFailedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmSnmpFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmSnmpFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for AlarmSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AlarmState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlarmStatusChangedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmStatusChangedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmStatusChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmStatusChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AlarmTriggeringAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmTriggeringAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmTriggeringAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmTriggeringAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AlarmTriggeringActionTransitionSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlarmTriggeringActionTransitionSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmTriggeringActionTransitionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmTriggeringActionTransitionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AllVirtualMachinesLicensedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AllVirtualMachinesLicensedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AllVirtualMachinesLicensedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AllVirtualMachinesLicensedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for AlreadyAuthenticatedSessionEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlreadyAuthenticatedSessionEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyAuthenticatedSessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyAuthenticatedSessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AlreadyBeingManaged {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlreadyBeingManaged(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyBeingManaged(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyBeingManaged(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AlreadyConnected {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlreadyConnected(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyConnected(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyConnected(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AlreadyExists {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlreadyExists(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyExists(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyExists(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AlreadyUpgraded {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AlreadyUpgraded(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyUpgraded(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyUpgraded(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AndAlarmExpression {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AndAlarmExpression(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AndAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AndAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for AnswerFile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AnswerFile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AnswerFileCreateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AnswerFileCreateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AnswerFileOptionsCreateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AnswerFileOptionsCreateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileOptionsCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileOptionsCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for AnswerFileSerializedCreateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AnswerFileSerializedCreateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileSerializedCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileSerializedCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for AnswerFileStatusError {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AnswerFileStatusError(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileStatusError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileStatusError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for AnswerFileStatusResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AnswerFileStatusResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileStatusResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileStatusResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AnswerFileUpdateFailed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AnswerFileUpdateFailed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileUpdateFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileUpdateFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for AnswerFileUpdateFailure {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::AnswerFileUpdateFailure(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for AnswerFileValidationInfoStatus {
     type Object = Object;
     #[inline]
@@ -1732,18 +963,562 @@ impl x::ObjectType for AnswerFileValidationInfoStatus {
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for ApplicationQuiesceFault {
+impl x::ObjectType for ApplyHostProfileConfigurationResultStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ApplicationQuiesceFault(value)
+        Object::ApplyHostProfileConfigurationResultStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplicationQuiesceFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplicationQuiesceFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyAlarmAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyAlarmAction>>) -> Object {
+        Object::ArrayOfAlarmAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyAlarmAction>> {
+        match object { Object::ArrayOfAlarmAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyAlarmAction>>, Object> {
+        match object { Object::ArrayOfAlarmAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyAlarmExpression {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyAlarmExpression>>) -> Object {
+        Object::ArrayOfAlarmExpression(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyAlarmExpression>> {
+        match object { Object::ArrayOfAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyAlarmExpression>>, Object> {
+        match object { Object::ArrayOfAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AlarmState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AlarmState>>) -> Object {
+        Object::ArrayOfAlarmState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AlarmState>> {
+        match object { Object::ArrayOfAlarmState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AlarmState>>, Object> {
+        match object { Object::ArrayOfAlarmState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AlarmTriggeringActionTransitionSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AlarmTriggeringActionTransitionSpec>>) -> Object {
+        Object::ArrayOfAlarmTriggeringActionTransitionSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AlarmTriggeringActionTransitionSpec>> {
+        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AlarmTriggeringActionTransitionSpec>>, Object> {
+        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnswerFileStatusError {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnswerFileStatusError>>) -> Object {
+        Object::ArrayOfAnswerFileStatusError(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileStatusError>> {
+        match object { Object::ArrayOfAnswerFileStatusError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileStatusError>>, Object> {
+        match object { Object::ArrayOfAnswerFileStatusError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnswerFileStatusResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnswerFileStatusResult>>) -> Object {
+        Object::ArrayOfAnswerFileStatusResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileStatusResult>> {
+        match object { Object::ArrayOfAnswerFileStatusResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileStatusResult>>, Object> {
+        match object { Object::ArrayOfAnswerFileStatusResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for AnswerFileUpdateFailure {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnswerFileUpdateFailure>>) -> Object {
+        Object::ArrayOfAnswerFileUpdateFailure(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileUpdateFailure>> {
+        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileUpdateFailure>>, Object> {
+        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ApplyHostProfileConfigurationResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ApplyHostProfileConfigurationResult>>) -> Object {
+        Object::ArrayOfApplyHostProfileConfigurationResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ApplyHostProfileConfigurationResult>> {
+        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ApplyHostProfileConfigurationResult>>, Object> {
+        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ApplyHostProfileConfigurationSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ApplyHostProfileConfigurationSpec>>) -> Object {
+        Object::ArrayOfApplyHostProfileConfigurationSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ApplyHostProfileConfigurationSpec>> {
+        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ApplyHostProfileConfigurationSpec>>, Object> {
+        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyApplyProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyApplyProfile>>) -> Object {
+        Object::ArrayOfApplyProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyApplyProfile>> {
+        match object { Object::ArrayOfApplyProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyApplyProfile>>, Object> {
+        match object { Object::ArrayOfApplyProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for AuthenticationRequiredChallenge {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AuthenticationRequiredChallenge>>) -> Object {
+        Object::ArrayOfAuthenticationRequiredChallenge(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AuthenticationRequiredChallenge>> {
+        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AuthenticationRequiredChallenge>>, Object> {
+        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AuthorizationPrivilege {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AuthorizationPrivilege>>) -> Object {
+        Object::ArrayOfAuthorizationPrivilege(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AuthorizationPrivilege>> {
+        match object { Object::ArrayOfAuthorizationPrivilege(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AuthorizationPrivilege>>, Object> {
+        match object { Object::ArrayOfAuthorizationPrivilege(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AuthorizationRole {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AuthorizationRole>>) -> Object {
+        Object::ArrayOfAuthorizationRole(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AuthorizationRole>> {
+        match object { Object::ArrayOfAuthorizationRole(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AuthorizationRole>>, Object> {
+        match object { Object::ArrayOfAuthorizationRole(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AutoStartPowerInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AutoStartPowerInfo>>) -> Object {
+        Object::ArrayOfAutoStartPowerInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AutoStartPowerInfo>> {
+        match object { Object::ArrayOfAutoStartPowerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AutoStartPowerInfo>>, Object> {
+        match object { Object::ArrayOfAutoStartPowerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "all-events")] impl x::ObjectArrayItem for ChangesInfoEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ChangesInfoEventArgument>>) -> Object {
+        Object::ArrayOfChangesInfoEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ChangesInfoEventArgument>> {
+        match object { Object::ArrayOfChangesInfoEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ChangesInfoEventArgument>>, Object> {
+        match object { Object::ArrayOfChangesInfoEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CheckResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CheckResult>>) -> Object {
+        Object::ArrayOfCheckResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CheckResult>> {
+        match object { Object::ArrayOfCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CheckResult>>, Object> {
+        match object { Object::ArrayOfCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyClusterAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyClusterAction>>) -> Object {
+        Object::ArrayOfClusterAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterAction>> {
+        match object { Object::ArrayOfClusterAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterAction>>, Object> {
+        match object { Object::ArrayOfClusterAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterActionHistory {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterActionHistory>>) -> Object {
+        Object::ArrayOfClusterActionHistory(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterActionHistory>> {
+        match object { Object::ArrayOfClusterActionHistory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterActionHistory>>, Object> {
+        match object { Object::ArrayOfClusterActionHistory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterAttemptedVmInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterAttemptedVmInfo>>) -> Object {
+        Object::ArrayOfClusterAttemptedVmInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterAttemptedVmInfo>> {
+        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterAttemptedVmInfo>>, Object> {
+        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDVSSetting {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceDVSSetting>>) -> Object {
+        Object::ArrayOfClusterComputeResourceDVSSetting(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDVSSetting>> {
+        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDVSSetting>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>) -> Object {
+        Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>> {
+        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDvsProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceDvsProfile>>) -> Object {
+        Object::ArrayOfClusterComputeResourceDvsProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDvsProfile>> {
+        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDvsProfile>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>) -> Object {
+        Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>> {
+        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceHostConfigurationInput {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceHostConfigurationInput>>) -> Object {
+        Object::ArrayOfClusterComputeResourceHostConfigurationInput(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostConfigurationInput>> {
+        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostConfigurationInput>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceHostEvacuationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceHostEvacuationInfo>>) -> Object {
+        Object::ArrayOfClusterComputeResourceHostEvacuationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostEvacuationInfo>> {
+        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostEvacuationInfo>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceHostVmkNicInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceHostVmkNicInfo>>) -> Object {
+        Object::ArrayOfClusterComputeResourceHostVmkNicInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostVmkNicInfo>> {
+        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostVmkNicInfo>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyClusterComputeResourceValidationResultBase {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyClusterComputeResourceValidationResultBase>>) -> Object {
+        Object::ArrayOfClusterComputeResourceValidationResultBase(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterComputeResourceValidationResultBase>> {
+        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterComputeResourceValidationResultBase>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceVcsSlots {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceVcsSlots>>) -> Object {
+        Object::ArrayOfClusterComputeResourceVcsSlots(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceVcsSlots>> {
+        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceVcsSlots>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasAamNodeState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasAamNodeState>>) -> Object {
+        Object::ArrayOfClusterDasAamNodeState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasAamNodeState>> {
+        match object { Object::ArrayOfClusterDasAamNodeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasAamNodeState>>, Object> {
+        match object { Object::ArrayOfClusterDasAamNodeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>) -> Object {
+        Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>> {
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>, Object> {
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>) -> Object {
+        Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>> {
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>, Object> {
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDasVmConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasVmConfigInfo>>) -> Object {
+        Object::ArrayOfClusterDasVmConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasVmConfigInfo>> {
+        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasVmConfigInfo>>, Object> {
+        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDasVmConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasVmConfigSpec>>) -> Object {
+        Object::ArrayOfClusterDasVmConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasVmConfigSpec>> {
+        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasVmConfigSpec>>, Object> {
+        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDatastoreUpdateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDatastoreUpdateSpec>>) -> Object {
+        Object::ArrayOfClusterDatastoreUpdateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDatastoreUpdateSpec>> {
+        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDatastoreUpdateSpec>>, Object> {
+        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,174 +6,91 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::request(x::Name(0xa1719), 0, 3), // ApplyEvcModeVMRequestType
-        x::TypeEntry::request(x::Name(0xa4c1a), 3, 4), // ApplyHostConfigRequestType
-        x::TypeEntry::structure(x::Name(0xa6723), x::Name(0xbb9c0b), 7, 5), // ApplyHostProfileConfigurationResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa8b29), 0, 8), // ApplyHostProfileConfigurationResultStatus
-        x::TypeEntry::structure(x::Name(0xab521), x::Name(0x16a5c14), 12, 6), // ApplyHostProfileConfigurationSpec: ProfileExecuteResult
-        x::TypeEntry::structure(x::Name(0xad70c), x::Name(0xbb9c0b), 18, 11), // ApplyProfile: DynamicData
-        x::TypeEntry::request(x::Name(0xae41e), 29, 2), // ApplyRecommendationRequestType
-        x::TypeEntry::request(x::Name(0xb0328), 31, 2), // ApplyStorageDrsRecommendationRequestType
-        x::TypeEntry::request(x::Name(0xb2c2d), 33, 3), // ApplyStorageDrsRecommendationToPodRequestType
-        x::TypeEntry::structure(x::Name(0xb5a20), x::Name(0xbb9c0b), 36, 1), // ApplyStorageRecommendationResult: DynamicData
-        x::TypeEntry::request(x::Name(0xb7b21), 37, 2), // AreAlarmActionsEnabledRequestType
-        x::TypeEntry::array(x::Name(0xb9d12), 39), // ArrayOfAlarmAction
-        x::TypeEntry::array(x::Name(0xbb016), 40), // ArrayOfAlarmExpression
-        x::TypeEntry::array(x::Name(0xbc711), 41), // ArrayOfAlarmState
-        x::TypeEntry::array(x::Name(0xbd92a), 42), // ArrayOfAlarmTriggeringActionTransitionSpec
-        x::TypeEntry::array(x::Name(0xc041c), 43), // ArrayOfAnswerFileStatusError
-        x::TypeEntry::array(x::Name(0xc211d), 44), // ArrayOfAnswerFileStatusResult
-        x::TypeEntry::array(x::Name(0xc3f1e), 45), // ArrayOfAnswerFileUpdateFailure
-        x::TypeEntry::primitive_array(x::Name(0xc5e0e), 46), // ArrayOfAnyType
-        x::TypeEntry::primitive_array(x::Name(0xc6d0d), 47), // ArrayOfAnyURI
-        x::TypeEntry::array(x::Name(0xc7b2a), 48), // ArrayOfApplyHostProfileConfigurationResult
-        x::TypeEntry::array(x::Name(0xca628), 49), // ArrayOfApplyHostProfileConfigurationSpec
-        x::TypeEntry::array(x::Name(0xccf13), 50), // ArrayOfApplyProfile
-        x::TypeEntry::array(x::Name(0xce326), 51), // ArrayOfAuthenticationRequiredChallenge
-        x::TypeEntry::array(x::Name(0xd0a1d), 52), // ArrayOfAuthorizationPrivilege
-        x::TypeEntry::array(x::Name(0xd2818), 53), // ArrayOfAuthorizationRole
-        x::TypeEntry::array(x::Name(0xd4119), 54), // ArrayOfAutoStartPowerInfo
-        x::TypeEntry::primitive_array(x::Name(0xd5b13), 55), // ArrayOfBase64Binary
-        x::TypeEntry::primitive_array(x::Name(0xd6f0e), 56), // ArrayOfBoolean
-        x::TypeEntry::primitive_array(x::Name(0xd7e0b), 57), // ArrayOfByte
-        x::TypeEntry::array(x::Name(0xd8a1f), 58), // ArrayOfChangesInfoEventArgument
-        x::TypeEntry::array(x::Name(0xdaa12), 59), // ArrayOfCheckResult
-        x::TypeEntry::array(x::Name(0xdbd14), 60), // ArrayOfClusterAction
-        x::TypeEntry::array(x::Name(0xdd21b), 61), // ArrayOfClusterActionHistory
-        x::TypeEntry::array(x::Name(0xdee1d), 62), // ArrayOfClusterAttemptedVmInfo
-        x::TypeEntry::array(x::Name(0xe0c27), 63), // ArrayOfClusterComputeResourceDVSSetting
-        x::TypeEntry::array(x::Name(0xe3442), 64), // ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::TypeEntry::array(x::Name(0xe7727), 65), // ArrayOfClusterComputeResourceDvsProfile
-        x::TypeEntry::array(x::Name(0xe9f46), 66), // ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::TypeEntry::array(x::Name(0xee633), 67), // ArrayOfClusterComputeResourceHostConfigurationInput
-        x::TypeEntry::array(x::Name(0xf1a2f), 68), // ArrayOfClusterComputeResourceHostEvacuationInfo
-        x::TypeEntry::array(x::Name(0xf4a2b), 69), // ArrayOfClusterComputeResourceHostVmkNicInfo
-        x::TypeEntry::array(x::Name(0xf7631), 70), // ArrayOfClusterComputeResourceValidationResultBase
-        x::TypeEntry::array(x::Name(0xfa825), 71), // ArrayOfClusterComputeResourceVcsSlots
-        x::TypeEntry::array(x::Name(0xfce1d), 72), // ArrayOfClusterDasAamNodeState
-        x::TypeEntry::array(x::Name(0xfec3a), 73), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
-        x::TypeEntry::array(x::Name(0x102738), 74), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
-        x::TypeEntry::array(x::Name(0x10601d), 75), // ArrayOfClusterDasVmConfigInfo
-        x::TypeEntry::array(x::Name(0x107e1d), 76), // ArrayOfClusterDasVmConfigSpec
-        x::TypeEntry::array(x::Name(0x109c21), 77), // ArrayOfClusterDatastoreUpdateSpec
-        x::TypeEntry::array(x::Name(0x10be1f), 78), // ArrayOfClusterDpmHostConfigInfo
-        x::TypeEntry::array(x::Name(0x10de1f), 79), // ArrayOfClusterDpmHostConfigSpec
-        x::TypeEntry::array(x::Name(0x10fe17), 80), // ArrayOfClusterDrsFaults
-        x::TypeEntry::array(x::Name(0x111621), 81), // ArrayOfClusterDrsFaultsFaultsByVm
-        x::TypeEntry::array(x::Name(0x11381a), 82), // ArrayOfClusterDrsMigration
-        x::TypeEntry::array(x::Name(0x11531f), 83), // ArrayOfClusterDrsRecommendation
-        x::TypeEntry::array(x::Name(0x11731d), 84), // ArrayOfClusterDrsVmConfigInfo
-        x::TypeEntry::array(x::Name(0x11911d), 85), // ArrayOfClusterDrsVmConfigSpec
-        x::TypeEntry::array(x::Name(0x11af23), 86), // ArrayOfClusterEVCManagerCheckResult
-        x::TypeEntry::array(x::Name(0x11d338), 87), // ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus
-        x::TypeEntry::array(x::Name(0x120c17), 88), // ArrayOfClusterGroupInfo
-        x::TypeEntry::array(x::Name(0x122417), 89), // ArrayOfClusterGroupSpec
-        x::TypeEntry::array(x::Name(0x123c20), 90), // ArrayOfClusterHostRecommendation
-        x::TypeEntry::array(x::Name(0x125d1a), 91), // ArrayOfClusterIoFilterInfo
-        x::TypeEntry::array(x::Name(0x127820), 92), // ArrayOfClusterNotAttemptedVmInfo
-        x::TypeEntry::array(x::Name(0x12991c), 93), // ArrayOfClusterRecommendation
-        x::TypeEntry::array(x::Name(0x12b616), 94), // ArrayOfClusterRuleInfo
-        x::TypeEntry::array(x::Name(0x12cd16), 95), // ArrayOfClusterRuleSpec
-        x::TypeEntry::array(x::Name(0x12e423), 96), // ArrayOfClusterTagCategoryUpdateSpec
-        x::TypeEntry::array(x::Name(0x130821), 97), // ArrayOfClusterVmOrchestrationInfo
-        x::TypeEntry::array(x::Name(0x132a21), 98), // ArrayOfClusterVmOrchestrationSpec
-        x::TypeEntry::array(x::Name(0x134c18), 99), // ArrayOfComplianceFailure
-        x::TypeEntry::array(x::Name(0x13652f), 100), // ArrayOfComplianceFailureComplianceFailureValues
-        x::TypeEntry::array(x::Name(0x139518), 101), // ArrayOfComplianceLocator
-        x::TypeEntry::array(x::Name(0x13ae17), 102), // ArrayOfComplianceResult
-        x::TypeEntry::array(x::Name(0x13c629), 103), // ArrayOfComputeResourceHostSPBMLicenseInfo
-        x::TypeEntry::array(x::Name(0x13f025), 104), // ArrayOfConflictingConfigurationConfig
-        x::TypeEntry::array(x::Name(0x141612), 105), // ArrayOfCryptoKeyId
-        x::TypeEntry::array(x::Name(0x142915), 106), // ArrayOfCryptoKeyPlain
-        x::TypeEntry::array(x::Name(0x143f16), 107), // ArrayOfCryptoKeyResult
-        x::TypeEntry::array(x::Name(0x145621), 108), // ArrayOfCryptoManagerHostKeyStatus
-        x::TypeEntry::array(x::Name(0x147825), 109), // ArrayOfCryptoManagerKmipClusterStatus
-        x::TypeEntry::array(x::Name(0x149e27), 110), // ArrayOfCryptoManagerKmipCryptoKeyStatus
-        x::TypeEntry::array(x::Name(0x14c624), 111), // ArrayOfCryptoManagerKmipServerStatus
-        x::TypeEntry::array(x::Name(0x14eb15), 112), // ArrayOfCustomFieldDef
-        x::TypeEntry::array(x::Name(0x150117), 113), // ArrayOfCustomFieldValue
-        x::TypeEntry::array(x::Name(0x151922), 114), // ArrayOfCustomizationAdapterMapping
+        x::TypeEntry::array(x::Name(0x10be1f), 0), // ArrayOfClusterDpmHostConfigInfo
+        x::TypeEntry::array(x::Name(0x10de1f), 1), // ArrayOfClusterDpmHostConfigSpec
+        x::TypeEntry::array(x::Name(0x10fe17), 2), // ArrayOfClusterDrsFaults
+        x::TypeEntry::array(x::Name(0x111621), 3), // ArrayOfClusterDrsFaultsFaultsByVm
+        x::TypeEntry::array(x::Name(0x11381a), 4), // ArrayOfClusterDrsMigration
+        x::TypeEntry::array(x::Name(0x11531f), 5), // ArrayOfClusterDrsRecommendation
+        x::TypeEntry::array(x::Name(0x11731d), 6), // ArrayOfClusterDrsVmConfigInfo
+        x::TypeEntry::array(x::Name(0x11911d), 7), // ArrayOfClusterDrsVmConfigSpec
+        x::TypeEntry::array(x::Name(0x11af23), 8), // ArrayOfClusterEVCManagerCheckResult
+        x::TypeEntry::array(x::Name(0x11d338), 9), // ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus
+        x::TypeEntry::array(x::Name(0x120c17), 10), // ArrayOfClusterGroupInfo
+        x::TypeEntry::array(x::Name(0x122417), 11), // ArrayOfClusterGroupSpec
+        x::TypeEntry::array(x::Name(0x123c20), 12), // ArrayOfClusterHostRecommendation
+        x::TypeEntry::array(x::Name(0x125d1a), 13), // ArrayOfClusterIoFilterInfo
+        x::TypeEntry::array(x::Name(0x127820), 14), // ArrayOfClusterNotAttemptedVmInfo
+        x::TypeEntry::array(x::Name(0x12991c), 15), // ArrayOfClusterRecommendation
+        x::TypeEntry::array(x::Name(0x12b616), 16), // ArrayOfClusterRuleInfo
+        x::TypeEntry::array(x::Name(0x12cd16), 17), // ArrayOfClusterRuleSpec
+        x::TypeEntry::array(x::Name(0x12e423), 18), // ArrayOfClusterTagCategoryUpdateSpec
+        x::TypeEntry::array(x::Name(0x130821), 19), // ArrayOfClusterVmOrchestrationInfo
+        x::TypeEntry::array(x::Name(0x132a21), 20), // ArrayOfClusterVmOrchestrationSpec
+        x::TypeEntry::array(x::Name(0x134c18), 21), // ArrayOfComplianceFailure
+        x::TypeEntry::array(x::Name(0x13652f), 22), // ArrayOfComplianceFailureComplianceFailureValues
+        x::TypeEntry::array(x::Name(0x139518), 23), // ArrayOfComplianceLocator
+        x::TypeEntry::array(x::Name(0x13ae17), 24), // ArrayOfComplianceResult
+        x::TypeEntry::array(x::Name(0x13c629), 25), // ArrayOfComputeResourceHostSPBMLicenseInfo
+        x::TypeEntry::array(x::Name(0x13f025), 26), // ArrayOfConflictingConfigurationConfig
+        x::TypeEntry::array(x::Name(0x141612), 27), // ArrayOfCryptoKeyId
+        x::TypeEntry::array(x::Name(0x142915), 28), // ArrayOfCryptoKeyPlain
+        x::TypeEntry::array(x::Name(0x143f16), 29), // ArrayOfCryptoKeyResult
+        x::TypeEntry::array(x::Name(0x145621), 30), // ArrayOfCryptoManagerHostKeyStatus
+        x::TypeEntry::array(x::Name(0x147825), 31), // ArrayOfCryptoManagerKmipClusterStatus
+        x::TypeEntry::array(x::Name(0x149e27), 32), // ArrayOfCryptoManagerKmipCryptoKeyStatus
+        x::TypeEntry::array(x::Name(0x14c624), 33), // ArrayOfCryptoManagerKmipServerStatus
+        x::TypeEntry::array(x::Name(0x14eb15), 34), // ArrayOfCustomFieldDef
+        x::TypeEntry::array(x::Name(0x150117), 35), // ArrayOfCustomFieldValue
+        x::TypeEntry::array(x::Name(0x151922), 36), // ArrayOfCustomizationAdapterMapping
+        x::TypeEntry::array(x::Name(0x153c21), 37), // ArrayOfCustomizationIpV6Generator
+        x::TypeEntry::array(x::Name(0x155e1c), 38), // ArrayOfCustomizationSpecInfo
+        x::TypeEntry::array(x::Name(0x157b17), 39), // ArrayOfDVPortConfigSpec
+        x::TypeEntry::array(x::Name(0x15931c), 40), // ArrayOfDVPortgroupConfigSpec
+        x::TypeEntry::array(x::Name(0x15b01b), 41), // ArrayOfDVSHealthCheckConfig
+        x::TypeEntry::array(x::Name(0x15cc21), 42), // ArrayOfDVSManagerPhysicalNicsList
+        x::TypeEntry::array(x::Name(0x15ee1d), 43), // ArrayOfDVSNetworkResourcePool
+        x::TypeEntry::array(x::Name(0x160c27), 44), // ArrayOfDVSNetworkResourcePoolConfigSpec
+        x::TypeEntry::array(x::Name(0x163423), 45), // ArrayOfDVSVmVnicNetworkResourcePool
+        x::TypeEntry::array(x::Name(0x165820), 46), // ArrayOfDasHeartbeatDatastoreInfo
+        x::TypeEntry::array(x::Name(0x167921), 47), // ArrayOfDatacenterBasicConnectInfo
+        x::TypeEntry::array(x::Name(0x169b21), 48), // ArrayOfDatacenterMismatchArgument
+        x::TypeEntry::array(x::Name(0x16bd19), 49), // ArrayOfDatastoreHostMount
+        x::TypeEntry::array(x::Name(0x16d726), 50), // ArrayOfDatastoreMountPathDatastorePair
+        x::TypeEntry::array(x::Name(0x16fe29), 51), // ArrayOfDatastoreVVolContainerFailoverPair
+        x::TypeEntry::array(x::Name(0x172827), 52), // ArrayOfDesiredSoftwareSpecComponentSpec
+        x::TypeEntry::array(x::Name(0x175022), 53), // ArrayOfDiagnosticManagerBundleInfo
+        x::TypeEntry::array(x::Name(0x177325), 54), // ArrayOfDiagnosticManagerLogDescriptor
+        x::TypeEntry::array(x::Name(0x17991c), 55), // ArrayOfDirectPathProfileInfo
+        x::TypeEntry::array(x::Name(0x17b630), 56), // ArrayOfDirectPathProfileManagerCapacityQuerySpec
+        x::TypeEntry::array(x::Name(0x17e72d), 57), // ArrayOfDirectPathProfileManagerCapacityResult
+        x::TypeEntry::array(x::Name(0x181517), 58), // ArrayOfDiskChangeExtent
+        x::TypeEntry::array(x::Name(0x182d1d), 59), // ArrayOfDistributedVirtualPort
+        x::TypeEntry::array(x::Name(0x184b26), 60), // ArrayOfDistributedVirtualPortgroupInfo
+        x::TypeEntry::array(x::Name(0x187229), 61), // ArrayOfDistributedVirtualPortgroupProblem
+        x::TypeEntry::array(x::Name(0x189c29), 62), // ArrayOfDistributedVirtualSwitchHostMember
+        x::TypeEntry::array(x::Name(0x18c633), 63), // ArrayOfDistributedVirtualSwitchHostMemberConfigSpec
+        x::TypeEntry::array(x::Name(0x18fa38), 64), // ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState
+        x::TypeEntry::array(x::Name(0x193331), 65), // ArrayOfDistributedVirtualSwitchHostMemberPnicSpec
+        x::TypeEntry::array(x::Name(0x19653a), 66), // ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::TypeEntry::array(x::Name(0x19a02e), 67), // ArrayOfDistributedVirtualSwitchHostProductSpec
+        x::TypeEntry::array(x::Name(0x19cf23), 68), // ArrayOfDistributedVirtualSwitchInfo
+        x::TypeEntry::array(x::Name(0x19f32e), 69), // ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob
+        x::TypeEntry::array(x::Name(0x1a2239), 70), // ArrayOfDistributedVirtualSwitchManagerCompatibilityResult
+        x::TypeEntry::array(x::Name(0x1a5c37), 71), // ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::TypeEntry::array(x::Name(0x1a942e), 72), // ArrayOfDistributedVirtualSwitchManagerSpanInfo
+        x::TypeEntry::array(x::Name(0x1ac331), 73), // ArrayOfDistributedVirtualSwitchNetworkOffloadSpec
+        x::TypeEntry::array(x::Name(0x1af52a), 74), // ArrayOfDistributedVirtualSwitchProductSpec
+        x::TypeEntry::primitive_array(x::Name(0x1b200d), 75), // ArrayOfDouble
+        x::TypeEntry::array(x::Name(0x1b2e14), 76), // ArrayOfDpuStatusInfo
+        x::TypeEntry::array(x::Name(0x1b4323), 77), // ArrayOfDpuStatusInfoOperationalInfo
+        x::TypeEntry::array(x::Name(0x1b672a), 78), // ArrayOfDvsApplyOperationFaultFaultOnObject
+        x::TypeEntry::array(x::Name(0x1b9216), 79), // ArrayOfDvsFilterConfig
+        x::TypeEntry::array(x::Name(0x1ba92b), 80), // ArrayOfDvsHostInfrastructureTrafficResource
+        x::TypeEntry::array(x::Name(0x1bd519), 81), // ArrayOfDvsHostVNicProfile
     ],
     decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c19604), x::Name(0xeacc0f)), // mask: HostFeatureMask
-        x::FieldEntry::optional(x::Name(0x24d420d), x::Name(0x2405e07)), // completeMasks: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
-        x::FieldEntry::repeated(x::Name(0x3501409), x::Name(0x169bc24)), // userInput: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::required(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
-        x::FieldEntry::required(x::Name(0x24d500c), x::Name(0x2607608)), // completeTime: dateTime
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x33ec713), x::Name(0x3344606)), // taskListRequirement: string
-        x::FieldEntry::repeated(x::Name(0x33e9e0f), x::Name(0x13d2d12)), // taskDescription: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x307a80f), x::Name(0x2405e07)), // rebootStateless: boolean
-        x::FieldEntry::optional(x::Name(0x3075a0a), x::Name(0x2405e07)), // rebootHost: boolean
-        x::FieldEntry::optional(x::Name(0x286d009), x::Name(0x13d6214)), // faultData: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2f8dd06), x::Name(0x16b970d)), // policy: ProfilePolicy
-        x::FieldEntry::optional(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
-        x::FieldEntry::optional(x::Name(0x301830e), x::Name(0x3344606)), // profileVersion: string
-        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x168fd1b)), // property: ProfileApplyProfileProperty
-        x::FieldEntry::optional(x::Name(0x287ab08), x::Name(0x2405e07)), // favorite: boolean
-        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0x2405e07)), // toBeMerged: boolean
-        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0x2405e07)), // toReplaceWith: boolean
-        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0x2405e07)), // toBeDeleted: boolean
-        x::FieldEntry::optional(x::Name(0x2546f10), x::Name(0x2405e07)), // copyEnableStatus: boolean
-        x::FieldEntry::optional(x::Name(0x29b0306), x::Name(0x2405e07)), // hidden: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x5d30b), x::Name(0x5d30b)), // AlarmAction: AlarmAction
-        x::FieldEntry::repeated(x::Name(0x67b0f), x::Name(0x67b0f)), // AlarmExpression: AlarmExpression
-        x::FieldEntry::repeated(x::Name(0x7850a), x::Name(0x7850a)), // AlarmState: AlarmState
-        x::FieldEntry::repeated(x::Name(0x7be23), x::Name(0x7be23)), // AlarmTriggeringActionTransitionSpec: AlarmTriggeringActionTransitionSpec
-        x::FieldEntry::repeated(x::Name(0x94615), x::Name(0x94615)), // AnswerFileStatusError: AnswerFileStatusError
-        x::FieldEntry::repeated(x::Name(0x95c16), x::Name(0x95c16)), // AnswerFileStatusResult: AnswerFileStatusResult
-        x::FieldEntry::repeated(x::Name(0x98a17), x::Name(0x98a17)), // AnswerFileUpdateFailure: AnswerFileUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x234a207), x::Name(0x234a207)), // anyType: anyType
-        x::FieldEntry::repeated(x::Name(0x234aa06), x::Name(0x234aa06)), // anyURI: anyURI
-        x::FieldEntry::repeated(x::Name(0xa6723), x::Name(0xa6723)), // ApplyHostProfileConfigurationResult: ApplyHostProfileConfigurationResult
-        x::FieldEntry::repeated(x::Name(0xab521), x::Name(0xab521)), // ApplyHostProfileConfigurationSpec: ApplyHostProfileConfigurationSpec
-        x::FieldEntry::repeated(x::Name(0xad70c), x::Name(0xad70c)), // ApplyProfile: ApplyProfile
-        x::FieldEntry::repeated(x::Name(0x59041f), x::Name(0x59041f)), // AuthenticationRequiredChallenge: AuthenticationRequiredChallenge
-        x::FieldEntry::repeated(x::Name(0x597016), x::Name(0x597016)), // AuthorizationPrivilege: AuthorizationPrivilege
-        x::FieldEntry::repeated(x::Name(0x598711), x::Name(0x598711)), // AuthorizationRole: AuthorizationRole
-        x::FieldEntry::repeated(x::Name(0x59ca12), x::Name(0x59ca12)), // AutoStartPowerInfo: AutoStartPowerInfo
-        x::FieldEntry::repeated(x::Name(0x23e790c), x::Name(0x23e790c)), // base64Binary: base64Binary
-        x::FieldEntry::repeated(x::Name(0x2405e07), x::Name(0x2405e07)), // boolean: boolean
-        x::FieldEntry::repeated(x::Name(0x2420604), x::Name(0x2420604)), // byte: byte
-        x::FieldEntry::repeated(x::Name(0x635318), x::Name(0x635318)), // ChangesInfoEventArgument: ChangesInfoEventArgument
-        x::FieldEntry::repeated(x::Name(0x653d0b), x::Name(0x653d0b)), // CheckResult: CheckResult
-        x::FieldEntry::repeated(x::Name(0x66cb0d), x::Name(0x66cb0d)), // ClusterAction: ClusterAction
-        x::FieldEntry::repeated(x::Name(0x66d914), x::Name(0x66d914)), // ClusterActionHistory: ClusterActionHistory
-        x::FieldEntry::repeated(x::Name(0x672216), x::Name(0x672216)), // ClusterAttemptedVmInfo: ClusterAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x681520), x::Name(0x681520)), // ClusterComputeResourceDVSSetting: ClusterComputeResourceDVSSetting
-        x::FieldEntry::repeated(x::Name(0x68363b), x::Name(0x68363b)), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::FieldEntry::repeated(x::Name(0x687220), x::Name(0x687220)), // ClusterComputeResourceDvsProfile: ClusterComputeResourceDvsProfile
-        x::FieldEntry::repeated(x::Name(0x68933f), x::Name(0x68933f)), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::FieldEntry::repeated(x::Name(0x69422c), x::Name(0x69422c)), // ClusterComputeResourceHostConfigurationInput: ClusterComputeResourceHostConfigurationInput
-        x::FieldEntry::repeated(x::Name(0x69d028), x::Name(0x69d028)), // ClusterComputeResourceHostEvacuationInfo: ClusterComputeResourceHostEvacuationInfo
-        x::FieldEntry::repeated(x::Name(0x69f924), x::Name(0x69f924)), // ClusterComputeResourceHostVmkNicInfo: ClusterComputeResourceHostVmkNicInfo
-        x::FieldEntry::repeated(x::Name(0x6a822a), x::Name(0x6a822a)), // ClusterComputeResourceValidationResultBase: ClusterComputeResourceValidationResultBase
-        x::FieldEntry::repeated(x::Name(0x6ad31e), x::Name(0x6ad31e)), // ClusterComputeResourceVcsSlots: ClusterComputeResourceVcsSlots
-        x::FieldEntry::repeated(x::Name(0x6ba216), x::Name(0x6ba216)), // ClusterDasAamNodeState: ClusterDasAamNodeState
-        x::FieldEntry::repeated(x::Name(0x6d3b33), x::Name(0x6d3b33)), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
-        x::FieldEntry::repeated(x::Name(0x6da231), x::Name(0x6da231)), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
-        x::FieldEntry::repeated(x::Name(0x6e3a16), x::Name(0x6e3a16)), // ClusterDasVmConfigInfo: ClusterDasVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x6e5116), x::Name(0x6e5116)), // ClusterDasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x6ec71a), x::Name(0x6ec71a)), // ClusterDatastoreUpdateSpec: ClusterDatastoreUpdateSpec
         x::FieldEntry::repeated(x::Name(0x6f2718), x::Name(0x6f2718)), // ClusterDpmHostConfigInfo: ClusterDpmHostConfigInfo
         x::FieldEntry::repeated(x::Name(0x6f4018), x::Name(0x6f4018)), // ClusterDpmHostConfigSpec: ClusterDpmHostConfigSpec
         x::FieldEntry::repeated(x::Name(0x6f6e10), x::Name(0x6f6e10)), // ClusterDrsFaults: ClusterDrsFaults
@@ -211,62 +128,152 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0x87260e), x::Name(0x87260e)), // CustomFieldDef: CustomFieldDef
         x::FieldEntry::repeated(x::Name(0x87c010), x::Name(0x87c010)), // CustomFieldValue: CustomFieldValue
         x::FieldEntry::repeated(x::Name(0x87ee1b), x::Name(0x87ee1b)), // CustomizationAdapterMapping: CustomizationAdapterMapping
+        x::FieldEntry::repeated(x::Name(0x8a6f1a), x::Name(0x8a6f1a)), // CustomizationIpV6Generator: CustomizationIpV6Generator
+        x::FieldEntry::repeated(x::Name(0x8beb15), x::Name(0x8beb15)), // CustomizationSpecInfo: CustomizationSpecInfo
+        x::FieldEntry::repeated(x::Name(0x8e3e10), x::Name(0x8e3e10)), // DVPortConfigSpec: DVPortConfigSpec
+        x::FieldEntry::repeated(x::Name(0x8f0115), x::Name(0x8f0115)), // DVPortgroupConfigSpec: DVPortgroupConfigSpec
+        x::FieldEntry::repeated(x::Name(0x91b414), x::Name(0x91b414)), // DVSHealthCheckConfig: DVSHealthCheckConfig
+        x::FieldEntry::repeated(x::Name(0x92a51a), x::Name(0x92a51a)), // DVSManagerPhysicalNicsList: DVSManagerPhysicalNicsList
+        x::FieldEntry::repeated(x::Name(0x930416), x::Name(0x930416)), // DVSNetworkResourcePool: DVSNetworkResourcePool
+        x::FieldEntry::repeated(x::Name(0x934020), x::Name(0x934020)), // DVSNetworkResourcePoolConfigSpec: DVSNetworkResourcePoolConfigSpec
+        x::FieldEntry::repeated(x::Name(0x94151c), x::Name(0x94151c)), // DVSVmVnicNetworkResourcePool: DVSVmVnicNetworkResourcePool
+        x::FieldEntry::repeated(x::Name(0x951d19), x::Name(0x951d19)), // DasHeartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
+        x::FieldEntry::repeated(x::Name(0x95c81a), x::Name(0x95c81a)), // DatacenterBasicConnectInfo: DatacenterBasicConnectInfo
+        x::FieldEntry::repeated(x::Name(0x965f1a), x::Name(0x965f1a)), // DatacenterMismatchArgument: DatacenterMismatchArgument
+        x::FieldEntry::repeated(x::Name(0x980212), x::Name(0x980212)), // DatastoreHostMount: DatastoreHostMount
+        x::FieldEntry::repeated(x::Name(0x98421f), x::Name(0x98421f)), // DatastoreMountPathDatastorePair: DatastoreMountPathDatastorePair
+        x::FieldEntry::repeated(x::Name(0x996b22), x::Name(0x996b22)), // DatastoreVVolContainerFailoverPair: DatastoreVVolContainerFailoverPair
+        x::FieldEntry::repeated(x::Name(0x9d5320), x::Name(0x9d5320)), // DesiredSoftwareSpecComponentSpec: DesiredSoftwareSpecComponentSpec
+        x::FieldEntry::repeated(x::Name(0xa0811b), x::Name(0xa0811b)), // DiagnosticManagerBundleInfo: DiagnosticManagerBundleInfo
+        x::FieldEntry::repeated(x::Name(0xa0b91e), x::Name(0xa0b91e)), // DiagnosticManagerLogDescriptor: DiagnosticManagerLogDescriptor
+        x::FieldEntry::repeated(x::Name(0xa15815), x::Name(0xa15815)), // DirectPathProfileInfo: DirectPathProfileInfo
+        x::FieldEntry::repeated(x::Name(0xa21d29), x::Name(0xa21d29)), // DirectPathProfileManagerCapacityQuerySpec: DirectPathProfileManagerCapacityQuerySpec
+        x::FieldEntry::repeated(x::Name(0xa24726), x::Name(0xa24726)), // DirectPathProfileManagerCapacityResult: DirectPathProfileManagerCapacityResult
+        x::FieldEntry::repeated(x::Name(0xa7fc10), x::Name(0xa7fc10)), // DiskChangeExtent: DiskChangeExtent
+        x::FieldEntry::repeated(x::Name(0xa8d916), x::Name(0xa8d916)), // DistributedVirtualPort: DistributedVirtualPort
+        x::FieldEntry::repeated(x::Name(0xa9331f), x::Name(0xa9331f)), // DistributedVirtualPortgroupInfo: DistributedVirtualPortgroupInfo
+        x::FieldEntry::repeated(x::Name(0xa9da22), x::Name(0xa9da22)), // DistributedVirtualPortgroupProblem: DistributedVirtualPortgroupProblem
+        x::FieldEntry::repeated(x::Name(0xaa4d22), x::Name(0xaa4d22)), // DistributedVirtualSwitchHostMember: DistributedVirtualSwitchHostMember
+        x::FieldEntry::repeated(x::Name(0xaac72c), x::Name(0xaac72c)), // DistributedVirtualSwitchHostMemberConfigSpec: DistributedVirtualSwitchHostMemberConfigSpec
+        x::FieldEntry::repeated(x::Name(0xaba331), x::Name(0xaba331)), // DistributedVirtualSwitchHostMemberHostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
+        x::FieldEntry::repeated(x::Name(0xac3a2a), x::Name(0xac3a2a)), // DistributedVirtualSwitchHostMemberPnicSpec: DistributedVirtualSwitchHostMemberPnicSpec
+        x::FieldEntry::repeated(x::Name(0xac9433), x::Name(0xac9433)), // DistributedVirtualSwitchHostMemberTransportZoneInfo: DistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::FieldEntry::repeated(x::Name(0xacfc27), x::Name(0xacfc27)), // DistributedVirtualSwitchHostProductSpec: DistributedVirtualSwitchHostProductSpec
+        x::FieldEntry::repeated(x::Name(0xad241c), x::Name(0xad241c)), // DistributedVirtualSwitchInfo: DistributedVirtualSwitchInfo
+        x::FieldEntry::repeated(x::Name(0xad4127), x::Name(0xad4127)), // DistributedVirtualSwitchKeyedOpaqueBlob: DistributedVirtualSwitchKeyedOpaqueBlob
+        x::FieldEntry::repeated(x::Name(0xad6932), x::Name(0xad6932)), // DistributedVirtualSwitchManagerCompatibilityResult: DistributedVirtualSwitchManagerCompatibilityResult
+        x::FieldEntry::repeated(x::Name(0xae5930), x::Name(0xae5930)), // DistributedVirtualSwitchManagerHostDvsFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::FieldEntry::repeated(x::Name(0xaeed27), x::Name(0xaeed27)), // DistributedVirtualSwitchManagerSpanInfo: DistributedVirtualSwitchManagerSpanInfo
+        x::FieldEntry::repeated(x::Name(0xaf152a), x::Name(0xaf152a)), // DistributedVirtualSwitchNetworkOffloadSpec: DistributedVirtualSwitchNetworkOffloadSpec
+        x::FieldEntry::repeated(x::Name(0xb06f23), x::Name(0xb06f23)), // DistributedVirtualSwitchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::repeated(x::Name(0x2748106), x::Name(0x2748106)), // double: double
+        x::FieldEntry::repeated(x::Name(0xb1280d), x::Name(0xb1280d)), // DpuStatusInfo: DpuStatusInfo
+        x::FieldEntry::repeated(x::Name(0xb1361c), x::Name(0xb1361c)), // DpuStatusInfoOperationalInfo: DpuStatusInfoOperationalInfo
+        x::FieldEntry::repeated(x::Name(0xb44223), x::Name(0xb44223)), // DvsApplyOperationFaultFaultOnObject: DvsApplyOperationFaultFaultOnObject
+        x::FieldEntry::repeated(x::Name(0xb4f40f), x::Name(0xb4f40f)), // DvsFilterConfig: DvsFilterConfig
+        x::FieldEntry::repeated(x::Name(0xb59d24), x::Name(0xb59d24)), // DvsHostInfrastructureTrafficResource: DvsHostInfrastructureTrafficResource
+        x::FieldEntry::repeated(x::Name(0xb62a12), x::Name(0xb62a12)), // DvsHostVNicProfile: DvsHostVNicProfile
     ],
     values: &[
-        x::Name(0x3359007), // success
-        x::Name(0x2851a06), // failed
-        x::Name(0x307c80d), // reboot_failed
-        x::Name(0x3303417), // stateless_reboot_failed
-        x::Name(0x247db17), // check_compliance_failed
-        x::Name(0x32feb13), // state_not_satisfied
-        x::Name(0x282c41b), // exit_maintenancemode_failed
-        x::Name(0x2437f08), // canceled
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDpmHostConfigInfo(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDpmHostConfigSpec(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsFaults(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsFaultsFaultsByVm(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsMigration(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsRecommendation(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterEVCManagerCheckResult(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterGroupInfo(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterGroupSpec(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterHostRecommendation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterIoFilterInfo(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterNotAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRecommendation(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRuleInfo(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRuleSpec(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterTagCategoryUpdateSpec(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationInfo(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceLocator(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyId(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipClusterStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipServerStatus(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomFieldDef(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomFieldValue(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomizationAdapterMapping(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomizationIpV6Generator(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomizationSpecInfo(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVPortConfigSpec(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVPortgroupConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSManagerPhysicalNicsList(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreHostMount(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreMountPathDatastorePair(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDesiredSoftwareSpecComponentSpec(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiagnosticManagerBundleInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiagnosticManagerLogDescriptor(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileInfo(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileManagerCapacityResult(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiskChangeExtent(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPort(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPortgroupInfo(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPortgroupProblem(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMember(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchInfo(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchProductSpec(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDpuStatusInfo(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDpuStatusInfoOperationalInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsFilterConfig(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsHostInfrastructureTrafficResource(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsHostVNicProfile(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "admin")] ApplyHostProfileConfigurationResult(Box<ApplyHostProfileConfigurationResult>),
-    ApplyHostProfileConfigurationResultStatus(Box<ApplyHostProfileConfigurationResultStatus>),
-    #[cfg(feature = "admin")] ApplyHostProfileConfigurationSpec(Box<ApplyHostProfileConfigurationSpec>),
-    ApplyProfile(Box<ApplyProfile>),
-    ApplyStorageRecommendationResult(Box<ApplyStorageRecommendationResult>),
-    ArrayOfAlarmAction(Box<Vec<AnyAlarmAction>>),
-    ArrayOfAlarmExpression(Box<Vec<AnyAlarmExpression>>),
-    ArrayOfAlarmState(Box<Vec<AlarmState>>),
-    ArrayOfAlarmTriggeringActionTransitionSpec(Box<Vec<AlarmTriggeringActionTransitionSpec>>),
-    #[cfg(feature = "admin")] ArrayOfAnswerFileStatusError(Box<Vec<AnswerFileStatusError>>),
-    #[cfg(feature = "admin")] ArrayOfAnswerFileStatusResult(Box<Vec<AnswerFileStatusResult>>),
-    #[cfg(feature = "all-faults")] ArrayOfAnswerFileUpdateFailure(Box<Vec<AnswerFileUpdateFailure>>),
-    #[cfg(feature = "admin")] ArrayOfApplyHostProfileConfigurationResult(Box<Vec<ApplyHostProfileConfigurationResult>>),
-    #[cfg(feature = "admin")] ArrayOfApplyHostProfileConfigurationSpec(Box<Vec<ApplyHostProfileConfigurationSpec>>),
-    ArrayOfApplyProfile(Box<Vec<AnyApplyProfile>>),
-    #[cfg(feature = "all-faults")] ArrayOfAuthenticationRequiredChallenge(Box<Vec<AuthenticationRequiredChallenge>>),
-    #[cfg(feature = "admin")] ArrayOfAuthorizationPrivilege(Box<Vec<AuthorizationPrivilege>>),
-    #[cfg(feature = "admin")] ArrayOfAuthorizationRole(Box<Vec<AuthorizationRole>>),
-    #[cfg(feature = "admin")] ArrayOfAutoStartPowerInfo(Box<Vec<AutoStartPowerInfo>>),
-    #[cfg(feature = "all-events")] ArrayOfChangesInfoEventArgument(Box<Vec<ChangesInfoEventArgument>>),
-    ArrayOfCheckResult(Box<Vec<CheckResult>>),
-    ArrayOfClusterAction(Box<Vec<AnyClusterAction>>),
-    ArrayOfClusterActionHistory(Box<Vec<ClusterActionHistory>>),
-    ArrayOfClusterAttemptedVmInfo(Box<Vec<ClusterAttemptedVmInfo>>),
-    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDVSSetting(Box<Vec<ClusterComputeResourceDVSSetting>>),
-    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>),
-    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDvsProfile(Box<Vec<ClusterComputeResourceDvsProfile>>),
-    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>),
-    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceHostConfigurationInput(Box<Vec<ClusterComputeResourceHostConfigurationInput>>),
-    ArrayOfClusterComputeResourceHostEvacuationInfo(Box<Vec<ClusterComputeResourceHostEvacuationInfo>>),
-    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceHostVmkNicInfo(Box<Vec<ClusterComputeResourceHostVmkNicInfo>>),
-    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceValidationResultBase(Box<Vec<AnyClusterComputeResourceValidationResultBase>>),
-    ArrayOfClusterComputeResourceVcsSlots(Box<Vec<ClusterComputeResourceVcsSlots>>),
-    #[cfg(feature = "admin")] ArrayOfClusterDasAamNodeState(Box<Vec<ClusterDasAamNodeState>>),
-    #[cfg(feature = "admin")] ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>),
-    #[cfg(feature = "admin")] ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>),
-    ArrayOfClusterDasVmConfigInfo(Box<Vec<ClusterDasVmConfigInfo>>),
-    ArrayOfClusterDasVmConfigSpec(Box<Vec<ClusterDasVmConfigSpec>>),
-    ArrayOfClusterDatastoreUpdateSpec(Box<Vec<ClusterDatastoreUpdateSpec>>),
     ArrayOfClusterDpmHostConfigInfo(Box<Vec<ClusterDpmHostConfigInfo>>),
     ArrayOfClusterDpmHostConfigSpec(Box<Vec<ClusterDpmHostConfigSpec>>),
     ArrayOfClusterDrsFaults(Box<Vec<ClusterDrsFaults>>),
@@ -304,6 +311,50 @@ pub enum Object {
     ArrayOfCustomFieldDef(Box<Vec<CustomFieldDef>>),
     ArrayOfCustomFieldValue(Box<Vec<AnyCustomFieldValue>>),
     ArrayOfCustomizationAdapterMapping(Box<Vec<CustomizationAdapterMapping>>),
+    ArrayOfCustomizationIpV6Generator(Box<Vec<AnyCustomizationIpV6Generator>>),
+    ArrayOfCustomizationSpecInfo(Box<Vec<CustomizationSpecInfo>>),
+    ArrayOfDVPortConfigSpec(Box<Vec<DVPortConfigSpec>>),
+    ArrayOfDVPortgroupConfigSpec(Box<Vec<DVPortgroupConfigSpec>>),
+    #[cfg(feature = "admin")] ArrayOfDVSHealthCheckConfig(Box<Vec<AnyDVSHealthCheckConfig>>),
+    ArrayOfDVSManagerPhysicalNicsList(Box<Vec<DVSManagerPhysicalNicsList>>),
+    ArrayOfDVSNetworkResourcePool(Box<Vec<DVSNetworkResourcePool>>),
+    #[cfg(feature = "admin")] ArrayOfDVSNetworkResourcePoolConfigSpec(Box<Vec<DVSNetworkResourcePoolConfigSpec>>),
+    #[cfg(feature = "admin")] ArrayOfDVSVmVnicNetworkResourcePool(Box<Vec<DVSVmVnicNetworkResourcePool>>),
+    #[cfg(feature = "admin")] ArrayOfDasHeartbeatDatastoreInfo(Box<Vec<DasHeartbeatDatastoreInfo>>),
+    ArrayOfDatacenterBasicConnectInfo(Box<Vec<DatacenterBasicConnectInfo>>),
+    #[cfg(feature = "all-faults")] ArrayOfDatacenterMismatchArgument(Box<Vec<DatacenterMismatchArgument>>),
+    ArrayOfDatastoreHostMount(Box<Vec<DatastoreHostMount>>),
+    ArrayOfDatastoreMountPathDatastorePair(Box<Vec<DatastoreMountPathDatastorePair>>),
+    ArrayOfDatastoreVVolContainerFailoverPair(Box<Vec<DatastoreVVolContainerFailoverPair>>),
+    ArrayOfDesiredSoftwareSpecComponentSpec(Box<Vec<DesiredSoftwareSpecComponentSpec>>),
+    ArrayOfDiagnosticManagerBundleInfo(Box<Vec<DiagnosticManagerBundleInfo>>),
+    #[cfg(feature = "admin")] ArrayOfDiagnosticManagerLogDescriptor(Box<Vec<DiagnosticManagerLogDescriptor>>),
+    ArrayOfDirectPathProfileInfo(Box<Vec<DirectPathProfileInfo>>),
+    ArrayOfDirectPathProfileManagerCapacityQuerySpec(Box<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>),
+    ArrayOfDirectPathProfileManagerCapacityResult(Box<Vec<AnyDirectPathProfileManagerCapacityResult>>),
+    ArrayOfDiskChangeExtent(Box<Vec<DiskChangeExtent>>),
+    ArrayOfDistributedVirtualPort(Box<Vec<DistributedVirtualPort>>),
+    ArrayOfDistributedVirtualPortgroupInfo(Box<Vec<DistributedVirtualPortgroupInfo>>),
+    ArrayOfDistributedVirtualPortgroupProblem(Box<Vec<DistributedVirtualPortgroupProblem>>),
+    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMember(Box<Vec<DistributedVirtualSwitchHostMember>>),
+    ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(Box<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>),
+    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>),
+    ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(Box<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>),
+    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>),
+    ArrayOfDistributedVirtualSwitchHostProductSpec(Box<Vec<DistributedVirtualSwitchHostProductSpec>>),
+    ArrayOfDistributedVirtualSwitchInfo(Box<Vec<DistributedVirtualSwitchInfo>>),
+    ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(Box<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>),
+    ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(Box<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>),
+    ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(Box<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>),
+    ArrayOfDistributedVirtualSwitchManagerSpanInfo(Box<Vec<DistributedVirtualSwitchManagerSpanInfo>>),
+    ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(Box<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>),
+    ArrayOfDistributedVirtualSwitchProductSpec(Box<Vec<DistributedVirtualSwitchProductSpec>>),
+    ArrayOfDpuStatusInfo(Box<Vec<DpuStatusInfo>>),
+    ArrayOfDpuStatusInfoOperationalInfo(Box<Vec<DpuStatusInfoOperationalInfo>>),
+    #[cfg(feature = "all-faults")] ArrayOfDvsApplyOperationFaultFaultOnObject(Box<Vec<DvsApplyOperationFaultFaultOnObject>>),
+    ArrayOfDvsFilterConfig(Box<Vec<AnyDvsFilterConfig>>),
+    ArrayOfDvsHostInfrastructureTrafficResource(Box<Vec<DvsHostInfrastructureTrafficResource>>),
+    ArrayOfDvsHostVNicProfile(Box<Vec<DvsHostVNicProfile>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -312,135 +363,9 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationResultStatus(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyProfile(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyStorageRecommendationResult(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmAction(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmExpression(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmState(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationRole(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCheckResult(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAction(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterActionHistory(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSetting(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostConfigurationInput(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceValidationResultBase(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceVcsSlots(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasAamNodeState(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasVmConfigInfo(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasVmConfigSpec(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDatastoreUpdateSpec(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDpmHostConfigInfo(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDpmHostConfigSpec(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsFaults(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsFaultsFaultsByVm(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsMigration(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsRecommendation(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterEVCManagerCheckResult(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterGroupInfo(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterGroupSpec(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterHostRecommendation(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterIoFilterInfo(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterNotAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRecommendation(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRuleInfo(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRuleSpec(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterTagCategoryUpdateSpec(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationInfo(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailure(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceLocator(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyId(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipClusterStatus(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipServerStatus(v), Err(e) => return Some(Err(e)) },
-        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomFieldDef(v), Err(e) => return Some(Err(e)) },
-        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomFieldValue(v), Err(e) => return Some(Err(e)) },
-        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomizationAdapterMapping(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ApplyHostProfileConfigurationResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ApplyStorageRecommendationResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAlarmState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterActionHistory(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceVcsSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterDasVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterDasVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterDatastoreUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDpmHostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDpmHostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDrsFaults(v) => std::fmt::Debug::fmt(&**v, f),
@@ -478,6 +403,50 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfCustomFieldDef(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCustomFieldValue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCustomizationAdapterMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCustomizationIpV6Generator(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCustomizationSpecInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDVPortConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDVPortgroupConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDVSManagerPhysicalNicsList(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDVSNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDatastoreHostMount(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDatastoreMountPathDatastorePair(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDiagnosticManagerBundleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDirectPathProfileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDiskChangeExtent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualPort(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualPortgroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualPortgroupProblem(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDpuStatusInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDpuStatusInfoOperationalInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDvsFilterConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfDvsHostVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -491,45 +460,6 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationResult(_) => "ApplyHostProfileConfigurationResult",
-            Object::ApplyHostProfileConfigurationResultStatus(_) => "ApplyHostProfileConfigurationResultStatus",
-            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationSpec(_) => "ApplyHostProfileConfigurationSpec",
-            Object::ApplyProfile(_) => "ApplyProfile",
-            Object::ApplyStorageRecommendationResult(_) => "ApplyStorageRecommendationResult",
-            Object::ArrayOfAlarmAction(_) => "ArrayOfAlarmAction",
-            Object::ArrayOfAlarmExpression(_) => "ArrayOfAlarmExpression",
-            Object::ArrayOfAlarmState(_) => "ArrayOfAlarmState",
-            Object::ArrayOfAlarmTriggeringActionTransitionSpec(_) => "ArrayOfAlarmTriggeringActionTransitionSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(_) => "ArrayOfAnswerFileStatusError",
-            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(_) => "ArrayOfAnswerFileStatusResult",
-            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(_) => "ArrayOfAnswerFileUpdateFailure",
-            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(_) => "ArrayOfApplyHostProfileConfigurationResult",
-            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(_) => "ArrayOfApplyHostProfileConfigurationSpec",
-            Object::ArrayOfApplyProfile(_) => "ArrayOfApplyProfile",
-            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(_) => "ArrayOfAuthenticationRequiredChallenge",
-            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(_) => "ArrayOfAuthorizationPrivilege",
-            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(_) => "ArrayOfAuthorizationRole",
-            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(_) => "ArrayOfAutoStartPowerInfo",
-            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(_) => "ArrayOfChangesInfoEventArgument",
-            Object::ArrayOfCheckResult(_) => "ArrayOfCheckResult",
-            Object::ArrayOfClusterAction(_) => "ArrayOfClusterAction",
-            Object::ArrayOfClusterActionHistory(_) => "ArrayOfClusterActionHistory",
-            Object::ArrayOfClusterAttemptedVmInfo(_) => "ArrayOfClusterAttemptedVmInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(_) => "ArrayOfClusterComputeResourceDVSSetting",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(_) => "ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(_) => "ArrayOfClusterComputeResourceDvsProfile",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(_) => "ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(_) => "ArrayOfClusterComputeResourceHostConfigurationInput",
-            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(_) => "ArrayOfClusterComputeResourceHostEvacuationInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(_) => "ArrayOfClusterComputeResourceHostVmkNicInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(_) => "ArrayOfClusterComputeResourceValidationResultBase",
-            Object::ArrayOfClusterComputeResourceVcsSlots(_) => "ArrayOfClusterComputeResourceVcsSlots",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(_) => "ArrayOfClusterDasAamNodeState",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
-            Object::ArrayOfClusterDasVmConfigInfo(_) => "ArrayOfClusterDasVmConfigInfo",
-            Object::ArrayOfClusterDasVmConfigSpec(_) => "ArrayOfClusterDasVmConfigSpec",
-            Object::ArrayOfClusterDatastoreUpdateSpec(_) => "ArrayOfClusterDatastoreUpdateSpec",
             Object::ArrayOfClusterDpmHostConfigInfo(_) => "ArrayOfClusterDpmHostConfigInfo",
             Object::ArrayOfClusterDpmHostConfigSpec(_) => "ArrayOfClusterDpmHostConfigSpec",
             Object::ArrayOfClusterDrsFaults(_) => "ArrayOfClusterDrsFaults",
@@ -567,6 +497,50 @@ impl x::DataObject for Object {
             Object::ArrayOfCustomFieldDef(_) => "ArrayOfCustomFieldDef",
             Object::ArrayOfCustomFieldValue(_) => "ArrayOfCustomFieldValue",
             Object::ArrayOfCustomizationAdapterMapping(_) => "ArrayOfCustomizationAdapterMapping",
+            Object::ArrayOfCustomizationIpV6Generator(_) => "ArrayOfCustomizationIpV6Generator",
+            Object::ArrayOfCustomizationSpecInfo(_) => "ArrayOfCustomizationSpecInfo",
+            Object::ArrayOfDVPortConfigSpec(_) => "ArrayOfDVPortConfigSpec",
+            Object::ArrayOfDVPortgroupConfigSpec(_) => "ArrayOfDVPortgroupConfigSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(_) => "ArrayOfDVSHealthCheckConfig",
+            Object::ArrayOfDVSManagerPhysicalNicsList(_) => "ArrayOfDVSManagerPhysicalNicsList",
+            Object::ArrayOfDVSNetworkResourcePool(_) => "ArrayOfDVSNetworkResourcePool",
+            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(_) => "ArrayOfDVSNetworkResourcePoolConfigSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(_) => "ArrayOfDVSVmVnicNetworkResourcePool",
+            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(_) => "ArrayOfDasHeartbeatDatastoreInfo",
+            Object::ArrayOfDatacenterBasicConnectInfo(_) => "ArrayOfDatacenterBasicConnectInfo",
+            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(_) => "ArrayOfDatacenterMismatchArgument",
+            Object::ArrayOfDatastoreHostMount(_) => "ArrayOfDatastoreHostMount",
+            Object::ArrayOfDatastoreMountPathDatastorePair(_) => "ArrayOfDatastoreMountPathDatastorePair",
+            Object::ArrayOfDatastoreVVolContainerFailoverPair(_) => "ArrayOfDatastoreVVolContainerFailoverPair",
+            Object::ArrayOfDesiredSoftwareSpecComponentSpec(_) => "ArrayOfDesiredSoftwareSpecComponentSpec",
+            Object::ArrayOfDiagnosticManagerBundleInfo(_) => "ArrayOfDiagnosticManagerBundleInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(_) => "ArrayOfDiagnosticManagerLogDescriptor",
+            Object::ArrayOfDirectPathProfileInfo(_) => "ArrayOfDirectPathProfileInfo",
+            Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(_) => "ArrayOfDirectPathProfileManagerCapacityQuerySpec",
+            Object::ArrayOfDirectPathProfileManagerCapacityResult(_) => "ArrayOfDirectPathProfileManagerCapacityResult",
+            Object::ArrayOfDiskChangeExtent(_) => "ArrayOfDiskChangeExtent",
+            Object::ArrayOfDistributedVirtualPort(_) => "ArrayOfDistributedVirtualPort",
+            Object::ArrayOfDistributedVirtualPortgroupInfo(_) => "ArrayOfDistributedVirtualPortgroupInfo",
+            Object::ArrayOfDistributedVirtualPortgroupProblem(_) => "ArrayOfDistributedVirtualPortgroupProblem",
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(_) => "ArrayOfDistributedVirtualSwitchHostMember",
+            Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(_) => "ArrayOfDistributedVirtualSwitchHostMemberConfigSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(_) => "ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState",
+            Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(_) => "ArrayOfDistributedVirtualSwitchHostMemberPnicSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(_) => "ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo",
+            Object::ArrayOfDistributedVirtualSwitchHostProductSpec(_) => "ArrayOfDistributedVirtualSwitchHostProductSpec",
+            Object::ArrayOfDistributedVirtualSwitchInfo(_) => "ArrayOfDistributedVirtualSwitchInfo",
+            Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(_) => "ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob",
+            Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(_) => "ArrayOfDistributedVirtualSwitchManagerCompatibilityResult",
+            Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(_) => "ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec",
+            Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(_) => "ArrayOfDistributedVirtualSwitchManagerSpanInfo",
+            Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(_) => "ArrayOfDistributedVirtualSwitchNetworkOffloadSpec",
+            Object::ArrayOfDistributedVirtualSwitchProductSpec(_) => "ArrayOfDistributedVirtualSwitchProductSpec",
+            Object::ArrayOfDpuStatusInfo(_) => "ArrayOfDpuStatusInfo",
+            Object::ArrayOfDpuStatusInfoOperationalInfo(_) => "ArrayOfDpuStatusInfoOperationalInfo",
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(_) => "ArrayOfDvsApplyOperationFaultFaultOnObject",
+            Object::ArrayOfDvsFilterConfig(_) => "ArrayOfDvsFilterConfig",
+            Object::ArrayOfDvsHostInfrastructureTrafficResource(_) => "ArrayOfDvsHostInfrastructureTrafficResource",
+            Object::ArrayOfDvsHostVNicProfile(_) => "ArrayOfDvsHostVNicProfile",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -586,45 +560,6 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ApplyHostProfileConfigurationResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ApplyStorageRecommendationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAlarmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterActionHistory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceVcsSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterDasVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterDasVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterDatastoreUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDpmHostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDpmHostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDrsFaults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -662,634 +597,54 @@ impl x::DataObject for Object {
             Object::ArrayOfCustomFieldDef(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCustomFieldValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCustomizationAdapterMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCustomizationIpV6Generator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCustomizationSpecInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDVPortConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDVPortgroupConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDVSManagerPhysicalNicsList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDVSNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDatastoreHostMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDatastoreMountPathDatastorePair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDiagnosticManagerBundleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDirectPathProfileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDiskChangeExtent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualPortgroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualPortgroupProblem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDpuStatusInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDpuStatusInfoOperationalInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDvsFilterConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfDvsHostVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "admin")] impl x::ObjectType for ApplyHostProfileConfigurationResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ApplyHostProfileConfigurationResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyHostProfileConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyHostProfileConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ApplyHostProfileConfigurationResultStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ApplyHostProfileConfigurationResultStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ApplyHostProfileConfigurationSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ApplyHostProfileConfigurationSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyHostProfileConfigurationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyHostProfileConfigurationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ApplyProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ApplyProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ApplyStorageRecommendationResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ApplyStorageRecommendationResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyStorageRecommendationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyStorageRecommendationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyAlarmAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyAlarmAction>>) -> Object {
-        Object::ArrayOfAlarmAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyAlarmAction>> {
-        match object { Object::ArrayOfAlarmAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyAlarmAction>>, Object> {
-        match object { Object::ArrayOfAlarmAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyAlarmExpression {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyAlarmExpression>>) -> Object {
-        Object::ArrayOfAlarmExpression(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyAlarmExpression>> {
-        match object { Object::ArrayOfAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyAlarmExpression>>, Object> {
-        match object { Object::ArrayOfAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AlarmState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AlarmState>>) -> Object {
-        Object::ArrayOfAlarmState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AlarmState>> {
-        match object { Object::ArrayOfAlarmState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AlarmState>>, Object> {
-        match object { Object::ArrayOfAlarmState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AlarmTriggeringActionTransitionSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AlarmTriggeringActionTransitionSpec>>) -> Object {
-        Object::ArrayOfAlarmTriggeringActionTransitionSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AlarmTriggeringActionTransitionSpec>> {
-        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AlarmTriggeringActionTransitionSpec>>, Object> {
-        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnswerFileStatusError {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnswerFileStatusError>>) -> Object {
-        Object::ArrayOfAnswerFileStatusError(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileStatusError>> {
-        match object { Object::ArrayOfAnswerFileStatusError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileStatusError>>, Object> {
-        match object { Object::ArrayOfAnswerFileStatusError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnswerFileStatusResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnswerFileStatusResult>>) -> Object {
-        Object::ArrayOfAnswerFileStatusResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileStatusResult>> {
-        match object { Object::ArrayOfAnswerFileStatusResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileStatusResult>>, Object> {
-        match object { Object::ArrayOfAnswerFileStatusResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for AnswerFileUpdateFailure {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnswerFileUpdateFailure>>) -> Object {
-        Object::ArrayOfAnswerFileUpdateFailure(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileUpdateFailure>> {
-        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileUpdateFailure>>, Object> {
-        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ApplyHostProfileConfigurationResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ApplyHostProfileConfigurationResult>>) -> Object {
-        Object::ArrayOfApplyHostProfileConfigurationResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ApplyHostProfileConfigurationResult>> {
-        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ApplyHostProfileConfigurationResult>>, Object> {
-        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ApplyHostProfileConfigurationSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ApplyHostProfileConfigurationSpec>>) -> Object {
-        Object::ArrayOfApplyHostProfileConfigurationSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ApplyHostProfileConfigurationSpec>> {
-        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ApplyHostProfileConfigurationSpec>>, Object> {
-        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyApplyProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyApplyProfile>>) -> Object {
-        Object::ArrayOfApplyProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyApplyProfile>> {
-        match object { Object::ArrayOfApplyProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyApplyProfile>>, Object> {
-        match object { Object::ArrayOfApplyProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for AuthenticationRequiredChallenge {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AuthenticationRequiredChallenge>>) -> Object {
-        Object::ArrayOfAuthenticationRequiredChallenge(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AuthenticationRequiredChallenge>> {
-        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AuthenticationRequiredChallenge>>, Object> {
-        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AuthorizationPrivilege {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AuthorizationPrivilege>>) -> Object {
-        Object::ArrayOfAuthorizationPrivilege(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AuthorizationPrivilege>> {
-        match object { Object::ArrayOfAuthorizationPrivilege(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AuthorizationPrivilege>>, Object> {
-        match object { Object::ArrayOfAuthorizationPrivilege(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AuthorizationRole {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AuthorizationRole>>) -> Object {
-        Object::ArrayOfAuthorizationRole(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AuthorizationRole>> {
-        match object { Object::ArrayOfAuthorizationRole(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AuthorizationRole>>, Object> {
-        match object { Object::ArrayOfAuthorizationRole(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AutoStartPowerInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AutoStartPowerInfo>>) -> Object {
-        Object::ArrayOfAutoStartPowerInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AutoStartPowerInfo>> {
-        match object { Object::ArrayOfAutoStartPowerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AutoStartPowerInfo>>, Object> {
-        match object { Object::ArrayOfAutoStartPowerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectArrayItem for ChangesInfoEventArgument {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ChangesInfoEventArgument>>) -> Object {
-        Object::ArrayOfChangesInfoEventArgument(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ChangesInfoEventArgument>> {
-        match object { Object::ArrayOfChangesInfoEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ChangesInfoEventArgument>>, Object> {
-        match object { Object::ArrayOfChangesInfoEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for CheckResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<CheckResult>>) -> Object {
-        Object::ArrayOfCheckResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<CheckResult>> {
-        match object { Object::ArrayOfCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<CheckResult>>, Object> {
-        match object { Object::ArrayOfCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyClusterAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyClusterAction>>) -> Object {
-        Object::ArrayOfClusterAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterAction>> {
-        match object { Object::ArrayOfClusterAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterAction>>, Object> {
-        match object { Object::ArrayOfClusterAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ClusterActionHistory {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterActionHistory>>) -> Object {
-        Object::ArrayOfClusterActionHistory(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterActionHistory>> {
-        match object { Object::ArrayOfClusterActionHistory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterActionHistory>>, Object> {
-        match object { Object::ArrayOfClusterActionHistory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ClusterAttemptedVmInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterAttemptedVmInfo>>) -> Object {
-        Object::ArrayOfClusterAttemptedVmInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterAttemptedVmInfo>> {
-        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterAttemptedVmInfo>>, Object> {
-        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDVSSetting {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterComputeResourceDVSSetting>>) -> Object {
-        Object::ArrayOfClusterComputeResourceDVSSetting(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDVSSetting>> {
-        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDVSSetting>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>) -> Object {
-        Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>> {
-        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDvsProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterComputeResourceDvsProfile>>) -> Object {
-        Object::ArrayOfClusterComputeResourceDvsProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDvsProfile>> {
-        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDvsProfile>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>) -> Object {
-        Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>> {
-        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceHostConfigurationInput {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterComputeResourceHostConfigurationInput>>) -> Object {
-        Object::ArrayOfClusterComputeResourceHostConfigurationInput(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostConfigurationInput>> {
-        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostConfigurationInput>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ClusterComputeResourceHostEvacuationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterComputeResourceHostEvacuationInfo>>) -> Object {
-        Object::ArrayOfClusterComputeResourceHostEvacuationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostEvacuationInfo>> {
-        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostEvacuationInfo>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceHostVmkNicInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterComputeResourceHostVmkNicInfo>>) -> Object {
-        Object::ArrayOfClusterComputeResourceHostVmkNicInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostVmkNicInfo>> {
-        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostVmkNicInfo>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyClusterComputeResourceValidationResultBase {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyClusterComputeResourceValidationResultBase>>) -> Object {
-        Object::ArrayOfClusterComputeResourceValidationResultBase(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterComputeResourceValidationResultBase>> {
-        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterComputeResourceValidationResultBase>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ClusterComputeResourceVcsSlots {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterComputeResourceVcsSlots>>) -> Object {
-        Object::ArrayOfClusterComputeResourceVcsSlots(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceVcsSlots>> {
-        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceVcsSlots>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasAamNodeState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterDasAamNodeState>>) -> Object {
-        Object::ArrayOfClusterDasAamNodeState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasAamNodeState>> {
-        match object { Object::ArrayOfClusterDasAamNodeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasAamNodeState>>, Object> {
-        match object { Object::ArrayOfClusterDasAamNodeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>) -> Object {
-        Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>> {
-        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>, Object> {
-        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>) -> Object {
-        Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>> {
-        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>, Object> {
-        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ClusterDasVmConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterDasVmConfigInfo>>) -> Object {
-        Object::ArrayOfClusterDasVmConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasVmConfigInfo>> {
-        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasVmConfigInfo>>, Object> {
-        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ClusterDasVmConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterDasVmConfigSpec>>) -> Object {
-        Object::ArrayOfClusterDasVmConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasVmConfigSpec>> {
-        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasVmConfigSpec>>, Object> {
-        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ClusterDatastoreUpdateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ClusterDatastoreUpdateSpec>>) -> Object {
-        Object::ArrayOfClusterDatastoreUpdateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ClusterDatastoreUpdateSpec>> {
-        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ClusterDatastoreUpdateSpec>>, Object> {
-        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectArrayItem for ClusterDpmHostConfigInfo {
     type Object = Object;
@@ -1880,5 +1235,709 @@ impl x::ObjectArrayItem for CustomizationAdapterMapping {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CustomizationAdapterMapping>>, Object> {
         match object { Object::ArrayOfCustomizationAdapterMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyCustomizationIpV6Generator {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyCustomizationIpV6Generator>>) -> Object {
+        Object::ArrayOfCustomizationIpV6Generator(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyCustomizationIpV6Generator>> {
+        match object { Object::ArrayOfCustomizationIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyCustomizationIpV6Generator>>, Object> {
+        match object { Object::ArrayOfCustomizationIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CustomizationSpecInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CustomizationSpecInfo>>) -> Object {
+        Object::ArrayOfCustomizationSpecInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CustomizationSpecInfo>> {
+        match object { Object::ArrayOfCustomizationSpecInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CustomizationSpecInfo>>, Object> {
+        match object { Object::ArrayOfCustomizationSpecInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DVPortConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DVPortConfigSpec>>) -> Object {
+        Object::ArrayOfDVPortConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DVPortConfigSpec>> {
+        match object { Object::ArrayOfDVPortConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DVPortConfigSpec>>, Object> {
+        match object { Object::ArrayOfDVPortConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DVPortgroupConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DVPortgroupConfigSpec>>) -> Object {
+        Object::ArrayOfDVPortgroupConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DVPortgroupConfigSpec>> {
+        match object { Object::ArrayOfDVPortgroupConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DVPortgroupConfigSpec>>, Object> {
+        match object { Object::ArrayOfDVPortgroupConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyDVSHealthCheckConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyDVSHealthCheckConfig>>) -> Object {
+        Object::ArrayOfDVSHealthCheckConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyDVSHealthCheckConfig>> {
+        match object { Object::ArrayOfDVSHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyDVSHealthCheckConfig>>, Object> {
+        match object { Object::ArrayOfDVSHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DVSManagerPhysicalNicsList {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DVSManagerPhysicalNicsList>>) -> Object {
+        Object::ArrayOfDVSManagerPhysicalNicsList(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DVSManagerPhysicalNicsList>> {
+        match object { Object::ArrayOfDVSManagerPhysicalNicsList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DVSManagerPhysicalNicsList>>, Object> {
+        match object { Object::ArrayOfDVSManagerPhysicalNicsList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DVSNetworkResourcePool {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DVSNetworkResourcePool>>) -> Object {
+        Object::ArrayOfDVSNetworkResourcePool(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DVSNetworkResourcePool>> {
+        match object { Object::ArrayOfDVSNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DVSNetworkResourcePool>>, Object> {
+        match object { Object::ArrayOfDVSNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DVSNetworkResourcePoolConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DVSNetworkResourcePoolConfigSpec>>) -> Object {
+        Object::ArrayOfDVSNetworkResourcePoolConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DVSNetworkResourcePoolConfigSpec>> {
+        match object { Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DVSNetworkResourcePoolConfigSpec>>, Object> {
+        match object { Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DVSVmVnicNetworkResourcePool {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DVSVmVnicNetworkResourcePool>>) -> Object {
+        Object::ArrayOfDVSVmVnicNetworkResourcePool(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DVSVmVnicNetworkResourcePool>> {
+        match object { Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DVSVmVnicNetworkResourcePool>>, Object> {
+        match object { Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DasHeartbeatDatastoreInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DasHeartbeatDatastoreInfo>>) -> Object {
+        Object::ArrayOfDasHeartbeatDatastoreInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DasHeartbeatDatastoreInfo>> {
+        match object { Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DasHeartbeatDatastoreInfo>>, Object> {
+        match object { Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DatacenterBasicConnectInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DatacenterBasicConnectInfo>>) -> Object {
+        Object::ArrayOfDatacenterBasicConnectInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DatacenterBasicConnectInfo>> {
+        match object { Object::ArrayOfDatacenterBasicConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DatacenterBasicConnectInfo>>, Object> {
+        match object { Object::ArrayOfDatacenterBasicConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for DatacenterMismatchArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DatacenterMismatchArgument>>) -> Object {
+        Object::ArrayOfDatacenterMismatchArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DatacenterMismatchArgument>> {
+        match object { Object::ArrayOfDatacenterMismatchArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DatacenterMismatchArgument>>, Object> {
+        match object { Object::ArrayOfDatacenterMismatchArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DatastoreHostMount {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DatastoreHostMount>>) -> Object {
+        Object::ArrayOfDatastoreHostMount(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DatastoreHostMount>> {
+        match object { Object::ArrayOfDatastoreHostMount(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DatastoreHostMount>>, Object> {
+        match object { Object::ArrayOfDatastoreHostMount(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DatastoreMountPathDatastorePair {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DatastoreMountPathDatastorePair>>) -> Object {
+        Object::ArrayOfDatastoreMountPathDatastorePair(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DatastoreMountPathDatastorePair>> {
+        match object { Object::ArrayOfDatastoreMountPathDatastorePair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DatastoreMountPathDatastorePair>>, Object> {
+        match object { Object::ArrayOfDatastoreMountPathDatastorePair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DatastoreVVolContainerFailoverPair {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DatastoreVVolContainerFailoverPair>>) -> Object {
+        Object::ArrayOfDatastoreVVolContainerFailoverPair(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DatastoreVVolContainerFailoverPair>> {
+        match object { Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DatastoreVVolContainerFailoverPair>>, Object> {
+        match object { Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DesiredSoftwareSpecComponentSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DesiredSoftwareSpecComponentSpec>>) -> Object {
+        Object::ArrayOfDesiredSoftwareSpecComponentSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DesiredSoftwareSpecComponentSpec>> {
+        match object { Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DesiredSoftwareSpecComponentSpec>>, Object> {
+        match object { Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DiagnosticManagerBundleInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DiagnosticManagerBundleInfo>>) -> Object {
+        Object::ArrayOfDiagnosticManagerBundleInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DiagnosticManagerBundleInfo>> {
+        match object { Object::ArrayOfDiagnosticManagerBundleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DiagnosticManagerBundleInfo>>, Object> {
+        match object { Object::ArrayOfDiagnosticManagerBundleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DiagnosticManagerLogDescriptor {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DiagnosticManagerLogDescriptor>>) -> Object {
+        Object::ArrayOfDiagnosticManagerLogDescriptor(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DiagnosticManagerLogDescriptor>> {
+        match object { Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DiagnosticManagerLogDescriptor>>, Object> {
+        match object { Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DirectPathProfileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DirectPathProfileInfo>>) -> Object {
+        Object::ArrayOfDirectPathProfileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DirectPathProfileInfo>> {
+        match object { Object::ArrayOfDirectPathProfileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DirectPathProfileInfo>>, Object> {
+        match object { Object::ArrayOfDirectPathProfileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyDirectPathProfileManagerCapacityQuerySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>) -> Object {
+        Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyDirectPathProfileManagerCapacityQuerySpec>> {
+        match object { Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>, Object> {
+        match object { Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyDirectPathProfileManagerCapacityResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyDirectPathProfileManagerCapacityResult>>) -> Object {
+        Object::ArrayOfDirectPathProfileManagerCapacityResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyDirectPathProfileManagerCapacityResult>> {
+        match object { Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyDirectPathProfileManagerCapacityResult>>, Object> {
+        match object { Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DiskChangeExtent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DiskChangeExtent>>) -> Object {
+        Object::ArrayOfDiskChangeExtent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DiskChangeExtent>> {
+        match object { Object::ArrayOfDiskChangeExtent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DiskChangeExtent>>, Object> {
+        match object { Object::ArrayOfDiskChangeExtent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualPort {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualPort>>) -> Object {
+        Object::ArrayOfDistributedVirtualPort(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPort>> {
+        match object { Object::ArrayOfDistributedVirtualPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPort>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualPortgroupInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualPortgroupInfo>>) -> Object {
+        Object::ArrayOfDistributedVirtualPortgroupInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPortgroupInfo>> {
+        match object { Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPortgroupInfo>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualPortgroupProblem {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualPortgroupProblem>>) -> Object {
+        Object::ArrayOfDistributedVirtualPortgroupProblem(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPortgroupProblem>> {
+        match object { Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPortgroupProblem>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMember {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMember>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchHostMember(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMember>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMember>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberConfigSpec>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberHostUplinkState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberHostUplinkState>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberPnicSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberPnicSpec>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberTransportZoneInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchHostProductSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostProductSpec>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchHostProductSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostProductSpec>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostProductSpec>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchInfo>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchInfo>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchInfo>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchKeyedOpaqueBlob {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchKeyedOpaqueBlob>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchManagerCompatibilityResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchManagerCompatibilityResult>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchManagerSpanInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchManagerSpanInfo>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchManagerSpanInfo>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchManagerSpanInfo>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchNetworkOffloadSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchNetworkOffloadSpec>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DistributedVirtualSwitchProductSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DistributedVirtualSwitchProductSpec>>) -> Object {
+        Object::ArrayOfDistributedVirtualSwitchProductSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchProductSpec>> {
+        match object { Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchProductSpec>>, Object> {
+        match object { Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DpuStatusInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DpuStatusInfo>>) -> Object {
+        Object::ArrayOfDpuStatusInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DpuStatusInfo>> {
+        match object { Object::ArrayOfDpuStatusInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DpuStatusInfo>>, Object> {
+        match object { Object::ArrayOfDpuStatusInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DpuStatusInfoOperationalInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DpuStatusInfoOperationalInfo>>) -> Object {
+        Object::ArrayOfDpuStatusInfoOperationalInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DpuStatusInfoOperationalInfo>> {
+        match object { Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DpuStatusInfoOperationalInfo>>, Object> {
+        match object { Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for DvsApplyOperationFaultFaultOnObject {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DvsApplyOperationFaultFaultOnObject>>) -> Object {
+        Object::ArrayOfDvsApplyOperationFaultFaultOnObject(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DvsApplyOperationFaultFaultOnObject>> {
+        match object { Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DvsApplyOperationFaultFaultOnObject>>, Object> {
+        match object { Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyDvsFilterConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyDvsFilterConfig>>) -> Object {
+        Object::ArrayOfDvsFilterConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyDvsFilterConfig>> {
+        match object { Object::ArrayOfDvsFilterConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyDvsFilterConfig>>, Object> {
+        match object { Object::ArrayOfDvsFilterConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DvsHostInfrastructureTrafficResource {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DvsHostInfrastructureTrafficResource>>) -> Object {
+        Object::ArrayOfDvsHostInfrastructureTrafficResource(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DvsHostInfrastructureTrafficResource>> {
+        match object { Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DvsHostInfrastructureTrafficResource>>, Object> {
+        match object { Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for DvsHostVNicProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<DvsHostVNicProfile>>) -> Object {
+        Object::ArrayOfDvsHostVNicProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<DvsHostVNicProfile>> {
+        match object { Object::ArrayOfDvsHostVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<DvsHostVNicProfile>>, Object> {
+        match object { Object::ArrayOfDvsHostVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

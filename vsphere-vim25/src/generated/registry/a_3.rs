@@ -6,136 +6,90 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::array(x::Name(0x153c21), 0), // ArrayOfCustomizationIpV6Generator
-        x::TypeEntry::array(x::Name(0x155e1c), 1), // ArrayOfCustomizationSpecInfo
-        x::TypeEntry::array(x::Name(0x157b17), 2), // ArrayOfDVPortConfigSpec
-        x::TypeEntry::array(x::Name(0x15931c), 3), // ArrayOfDVPortgroupConfigSpec
-        x::TypeEntry::array(x::Name(0x15b01b), 4), // ArrayOfDVSHealthCheckConfig
-        x::TypeEntry::array(x::Name(0x15cc21), 5), // ArrayOfDVSManagerPhysicalNicsList
-        x::TypeEntry::array(x::Name(0x15ee1d), 6), // ArrayOfDVSNetworkResourcePool
-        x::TypeEntry::array(x::Name(0x160c27), 7), // ArrayOfDVSNetworkResourcePoolConfigSpec
-        x::TypeEntry::array(x::Name(0x163423), 8), // ArrayOfDVSVmVnicNetworkResourcePool
-        x::TypeEntry::array(x::Name(0x165820), 9), // ArrayOfDasHeartbeatDatastoreInfo
-        x::TypeEntry::array(x::Name(0x167921), 10), // ArrayOfDatacenterBasicConnectInfo
-        x::TypeEntry::array(x::Name(0x169b21), 11), // ArrayOfDatacenterMismatchArgument
-        x::TypeEntry::array(x::Name(0x16bd19), 12), // ArrayOfDatastoreHostMount
-        x::TypeEntry::array(x::Name(0x16d726), 13), // ArrayOfDatastoreMountPathDatastorePair
-        x::TypeEntry::array(x::Name(0x16fe29), 14), // ArrayOfDatastoreVVolContainerFailoverPair
-        x::TypeEntry::array(x::Name(0x172827), 15), // ArrayOfDesiredSoftwareSpecComponentSpec
-        x::TypeEntry::array(x::Name(0x175022), 16), // ArrayOfDiagnosticManagerBundleInfo
-        x::TypeEntry::array(x::Name(0x177325), 17), // ArrayOfDiagnosticManagerLogDescriptor
-        x::TypeEntry::array(x::Name(0x17991c), 18), // ArrayOfDirectPathProfileInfo
-        x::TypeEntry::array(x::Name(0x17b630), 19), // ArrayOfDirectPathProfileManagerCapacityQuerySpec
-        x::TypeEntry::array(x::Name(0x17e72d), 20), // ArrayOfDirectPathProfileManagerCapacityResult
-        x::TypeEntry::array(x::Name(0x181517), 21), // ArrayOfDiskChangeExtent
-        x::TypeEntry::array(x::Name(0x182d1d), 22), // ArrayOfDistributedVirtualPort
-        x::TypeEntry::array(x::Name(0x184b26), 23), // ArrayOfDistributedVirtualPortgroupInfo
-        x::TypeEntry::array(x::Name(0x187229), 24), // ArrayOfDistributedVirtualPortgroupProblem
-        x::TypeEntry::array(x::Name(0x189c29), 25), // ArrayOfDistributedVirtualSwitchHostMember
-        x::TypeEntry::array(x::Name(0x18c633), 26), // ArrayOfDistributedVirtualSwitchHostMemberConfigSpec
-        x::TypeEntry::array(x::Name(0x18fa38), 27), // ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState
-        x::TypeEntry::array(x::Name(0x193331), 28), // ArrayOfDistributedVirtualSwitchHostMemberPnicSpec
-        x::TypeEntry::array(x::Name(0x19653a), 29), // ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::TypeEntry::array(x::Name(0x19a02e), 30), // ArrayOfDistributedVirtualSwitchHostProductSpec
-        x::TypeEntry::array(x::Name(0x19cf23), 31), // ArrayOfDistributedVirtualSwitchInfo
-        x::TypeEntry::array(x::Name(0x19f32e), 32), // ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob
-        x::TypeEntry::array(x::Name(0x1a2239), 33), // ArrayOfDistributedVirtualSwitchManagerCompatibilityResult
-        x::TypeEntry::array(x::Name(0x1a5c37), 34), // ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::TypeEntry::array(x::Name(0x1a942e), 35), // ArrayOfDistributedVirtualSwitchManagerSpanInfo
-        x::TypeEntry::array(x::Name(0x1ac331), 36), // ArrayOfDistributedVirtualSwitchNetworkOffloadSpec
-        x::TypeEntry::array(x::Name(0x1af52a), 37), // ArrayOfDistributedVirtualSwitchProductSpec
-        x::TypeEntry::primitive_array(x::Name(0x1b200d), 38), // ArrayOfDouble
-        x::TypeEntry::array(x::Name(0x1b2e14), 39), // ArrayOfDpuStatusInfo
-        x::TypeEntry::array(x::Name(0x1b4323), 40), // ArrayOfDpuStatusInfoOperationalInfo
-        x::TypeEntry::array(x::Name(0x1b672a), 41), // ArrayOfDvsApplyOperationFaultFaultOnObject
-        x::TypeEntry::array(x::Name(0x1b9216), 42), // ArrayOfDvsFilterConfig
-        x::TypeEntry::array(x::Name(0x1ba92b), 43), // ArrayOfDvsHostInfrastructureTrafficResource
-        x::TypeEntry::array(x::Name(0x1bd519), 44), // ArrayOfDvsHostVNicProfile
-        x::TypeEntry::array(x::Name(0x1bef1e), 45), // ArrayOfDvsNetworkRuleQualifier
-        x::TypeEntry::array(x::Name(0x1c0e27), 46), // ArrayOfDvsOperationBulkFaultFaultOnHost
-        x::TypeEntry::array(x::Name(0x1c361f), 47), // ArrayOfDvsOutOfSyncHostArgument
-        x::TypeEntry::array(x::Name(0x1c5611), 48), // ArrayOfDvsProfile
-        x::TypeEntry::array(x::Name(0x1c6823), 49), // ArrayOfDvsServiceConsoleVNicProfile
-        x::TypeEntry::array(x::Name(0x1c8c15), 50), // ArrayOfDvsTrafficRule
-        x::TypeEntry::array(x::Name(0x1ca22e), 51), // ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo
-        x::TypeEntry::array(x::Name(0x1cd126), 52), // ArrayOfDvsVmVnicResourcePoolConfigSpec
-        x::TypeEntry::array(x::Name(0x1cf81f), 53), // ArrayOfDvsVnicAllocatedResource
-        x::TypeEntry::array(x::Name(0x1d1816), 54), // ArrayOfDynamicProperty
-        x::TypeEntry::array(x::Name(0x1d2f0e), 55), // ArrayOfEVCMode
-        x::TypeEntry::array(x::Name(0x1d3e19), 56), // ArrayOfElementDescription
-        x::TypeEntry::array(x::Name(0x1d5819), 57), // ArrayOfEntityBackupConfig
-        x::TypeEntry::array(x::Name(0x1d7216), 58), // ArrayOfEntityPrivilege
-        x::TypeEntry::array(x::Name(0x1d8916), 59), // ArrayOfEnumDescription
-        x::TypeEntry::array(x::Name(0x1da00c), 60), // ArrayOfEvent
-        x::TypeEntry::array(x::Name(0x1dad25), 61), // ArrayOfEventAlarmExpressionComparison
-        x::TypeEntry::array(x::Name(0x1dd313), 62), // ArrayOfEventArgDesc
-        x::TypeEntry::array(x::Name(0x1de722), 63), // ArrayOfEventDescriptionEventDetail
-        x::TypeEntry::array(x::Name(0x1e0a1b), 64), // ArrayOfExtManagedEntityInfo
-        x::TypeEntry::array(x::Name(0x1e2624), 65), // ArrayOfExtSolutionManagerInfoTabInfo
-        x::TypeEntry::array(x::Name(0x1e4b18), 66), // ArrayOfExtendedEventPair
-        x::TypeEntry::array(x::Name(0x1e6410), 67), // ArrayOfExtension
-        x::TypeEntry::array(x::Name(0x1e751a), 68), // ArrayOfExtensionClientInfo
-        x::TypeEntry::array(x::Name(0x1e901d), 69), // ArrayOfExtensionEventTypeInfo
-        x::TypeEntry::array(x::Name(0x1eae1d), 70), // ArrayOfExtensionFaultTypeInfo
-        x::TypeEntry::array(x::Name(0x1ecc28), 71), // ArrayOfExtensionManagerIpAllocationUsage
-        x::TypeEntry::array(x::Name(0x1ef51d), 72), // ArrayOfExtensionPrivilegeInfo
-        x::TypeEntry::array(x::Name(0x1f131c), 73), // ArrayOfExtensionResourceInfo
-        x::TypeEntry::array(x::Name(0x1f301a), 74), // ArrayOfExtensionServerInfo
-        x::TypeEntry::array(x::Name(0x1f4b1c), 75), // ArrayOfExtensionTaskTypeInfo
-        x::TypeEntry::array(x::Name(0x1f681d), 76), // ArrayOfFaultToleranceDiskSpec
-        x::TypeEntry::array(x::Name(0x1f8613), 77), // ArrayOfFaultsByHost
-        x::TypeEntry::array(x::Name(0x1f9a11), 78), // ArrayOfFaultsByVM
-        x::TypeEntry::array(x::Name(0x1fac1a), 79), // ArrayOfFcoeConfigVlanRange
-        x::TypeEntry::array(x::Name(0x1fc715), 80), // ArrayOfFeatureEVCMode
-        x::TypeEntry::array(x::Name(0x1fdd0f), 81), // ArrayOfFileInfo
+        x::TypeEntry::array(x::Name(0x1bef1e), 0), // ArrayOfDvsNetworkRuleQualifier
+        x::TypeEntry::array(x::Name(0x1c0e27), 1), // ArrayOfDvsOperationBulkFaultFaultOnHost
+        x::TypeEntry::array(x::Name(0x1c361f), 2), // ArrayOfDvsOutOfSyncHostArgument
+        x::TypeEntry::array(x::Name(0x1c5611), 3), // ArrayOfDvsProfile
+        x::TypeEntry::array(x::Name(0x1c6823), 4), // ArrayOfDvsServiceConsoleVNicProfile
+        x::TypeEntry::array(x::Name(0x1c8c15), 5), // ArrayOfDvsTrafficRule
+        x::TypeEntry::array(x::Name(0x1ca22e), 6), // ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo
+        x::TypeEntry::array(x::Name(0x1cd126), 7), // ArrayOfDvsVmVnicResourcePoolConfigSpec
+        x::TypeEntry::array(x::Name(0x1cf81f), 8), // ArrayOfDvsVnicAllocatedResource
+        x::TypeEntry::array(x::Name(0x1d1816), 9), // ArrayOfDynamicProperty
+        x::TypeEntry::array(x::Name(0x1d2f0e), 10), // ArrayOfEVCMode
+        x::TypeEntry::array(x::Name(0x1d3e19), 11), // ArrayOfElementDescription
+        x::TypeEntry::array(x::Name(0x1d5819), 12), // ArrayOfEntityBackupConfig
+        x::TypeEntry::array(x::Name(0x1d7216), 13), // ArrayOfEntityPrivilege
+        x::TypeEntry::array(x::Name(0x1d8916), 14), // ArrayOfEnumDescription
+        x::TypeEntry::array(x::Name(0x1da00c), 15), // ArrayOfEvent
+        x::TypeEntry::array(x::Name(0x1dad25), 16), // ArrayOfEventAlarmExpressionComparison
+        x::TypeEntry::array(x::Name(0x1dd313), 17), // ArrayOfEventArgDesc
+        x::TypeEntry::array(x::Name(0x1de722), 18), // ArrayOfEventDescriptionEventDetail
+        x::TypeEntry::array(x::Name(0x1e0a1b), 19), // ArrayOfExtManagedEntityInfo
+        x::TypeEntry::array(x::Name(0x1e2624), 20), // ArrayOfExtSolutionManagerInfoTabInfo
+        x::TypeEntry::array(x::Name(0x1e4b18), 21), // ArrayOfExtendedEventPair
+        x::TypeEntry::array(x::Name(0x1e6410), 22), // ArrayOfExtension
+        x::TypeEntry::array(x::Name(0x1e751a), 23), // ArrayOfExtensionClientInfo
+        x::TypeEntry::array(x::Name(0x1e901d), 24), // ArrayOfExtensionEventTypeInfo
+        x::TypeEntry::array(x::Name(0x1eae1d), 25), // ArrayOfExtensionFaultTypeInfo
+        x::TypeEntry::array(x::Name(0x1ecc28), 26), // ArrayOfExtensionManagerIpAllocationUsage
+        x::TypeEntry::array(x::Name(0x1ef51d), 27), // ArrayOfExtensionPrivilegeInfo
+        x::TypeEntry::array(x::Name(0x1f131c), 28), // ArrayOfExtensionResourceInfo
+        x::TypeEntry::array(x::Name(0x1f301a), 29), // ArrayOfExtensionServerInfo
+        x::TypeEntry::array(x::Name(0x1f4b1c), 30), // ArrayOfExtensionTaskTypeInfo
+        x::TypeEntry::array(x::Name(0x1f681d), 31), // ArrayOfFaultToleranceDiskSpec
+        x::TypeEntry::array(x::Name(0x1f8613), 32), // ArrayOfFaultsByHost
+        x::TypeEntry::array(x::Name(0x1f9a11), 33), // ArrayOfFaultsByVM
+        x::TypeEntry::array(x::Name(0x1fac1a), 34), // ArrayOfFcoeConfigVlanRange
+        x::TypeEntry::array(x::Name(0x1fc715), 35), // ArrayOfFeatureEVCMode
+        x::TypeEntry::array(x::Name(0x1fdd0f), 36), // ArrayOfFileInfo
+        x::TypeEntry::array(x::Name(0x1fed13), 37), // ArrayOfFileLockInfo
+        x::TypeEntry::array(x::Name(0x200110), 38), // ArrayOfFileQuery
+        x::TypeEntry::array(x::Name(0x201224), 39), // ArrayOfFirewallProfileRulesetProfile
+        x::TypeEntry::array(x::Name(0x20371d), 40), // ArrayOfFolderFailedHostResult
+        x::TypeEntry::array(x::Name(0x205518), 41), // ArrayOfFolderNewHostSpec
+        x::TypeEntry::array(x::Name(0x206e13), 42), // ArrayOfGuestAliases
+        x::TypeEntry::array(x::Name(0x208219), 43), // ArrayOfGuestAuthAliasInfo
+        x::TypeEntry::array(x::Name(0x209c17), 44), // ArrayOfGuestAuthSubject
+        x::TypeEntry::array(x::Name(0x20b414), 45), // ArrayOfGuestDiskInfo
+        x::TypeEntry::array(x::Name(0x20c914), 46), // ArrayOfGuestFileInfo
+        x::TypeEntry::array(x::Name(0x20de27), 47), // ArrayOfGuestInfoNamespaceGenerationInfo
+        x::TypeEntry::array(x::Name(0x210622), 48), // ArrayOfGuestInfoVirtualDiskMapping
+        x::TypeEntry::array(x::Name(0x212919), 49), // ArrayOfGuestMappedAliases
+        x::TypeEntry::array(x::Name(0x214313), 50), // ArrayOfGuestNicInfo
+        x::TypeEntry::array(x::Name(0x215718), 51), // ArrayOfGuestOsDescriptor
+        x::TypeEntry::array(x::Name(0x217017), 52), // ArrayOfGuestProcessInfo
+        x::TypeEntry::array(x::Name(0x21881c), 53), // ArrayOfGuestRegKeyRecordSpec
+        x::TypeEntry::array(x::Name(0x21a518), 54), // ArrayOfGuestRegValueSpec
+        x::TypeEntry::array(x::Name(0x21be15), 55), // ArrayOfGuestStackInfo
+        x::TypeEntry::array(x::Name(0x21d428), 56), // ArrayOfHbrManagerVmReplicationCapability
+        x::TypeEntry::array(x::Name(0x21fd14), 57), // ArrayOfHbrTargetSpec
+        x::TypeEntry::array(x::Name(0x221213), 58), // ArrayOfHealthUpdate
+        x::TypeEntry::array(x::Name(0x222617), 59), // ArrayOfHealthUpdateInfo
+        x::TypeEntry::array(x::Name(0x223e1d), 60), // ArrayOfHostAccessControlEntry
+        x::TypeEntry::array(x::Name(0x225c16), 61), // ArrayOfHostAccountSpec
+        x::TypeEntry::array(x::Name(0x22731a), 62), // ArrayOfHostActiveDirectory
+        x::TypeEntry::array(x::Name(0x228e24), 63), // ArrayOfHostAssignableHardwareBinding
+        x::TypeEntry::array(x::Name(0x22b334), 64), // ArrayOfHostAssignableHardwareConfigAttributeOverride
+        x::TypeEntry::array(x::Name(0x22e81d), 65), // ArrayOfHostAuthenticationInfo
+        x::TypeEntry::array(x::Name(0x230622), 66), // ArrayOfHostAuthenticationStoreInfo
+        x::TypeEntry::array(x::Name(0x232915), 67), // ArrayOfHostBootDevice
+        x::TypeEntry::array(x::Name(0x233f21), 68), // ArrayOfHostCacheConfigurationInfo
+        x::TypeEntry::array(x::Name(0x23612c), 69), // ArrayOfHostCertificateManagerCertificateInfo
+        x::TypeEntry::array(x::Name(0x238e21), 70), // ArrayOfHostConnectInfoNetworkInfo
+        x::TypeEntry::array(x::Name(0x23b016), 71), // ArrayOfHostConnectSpec
+        x::TypeEntry::array(x::Name(0x23c714), 72), // ArrayOfHostCpuIdInfo
+        x::TypeEntry::array(x::Name(0x23dc15), 73), // ArrayOfHostCpuPackage
+        x::TypeEntry::array(x::Name(0x23f228), 74), // ArrayOfHostDatastoreBrowserSearchResults
+        x::TypeEntry::array(x::Name(0x241b1f), 75), // ArrayOfHostDatastoreConnectInfo
+        x::TypeEntry::array(x::Name(0x243b29), 76), // ArrayOfHostDatastoreSystemDatastoreResult
+        x::TypeEntry::array(x::Name(0x246521), 77), // ArrayOfHostDateTimeSystemTimeZone
+        x::TypeEntry::array(x::Name(0x248716), 78), // ArrayOfHostDhcpService
+        x::TypeEntry::array(x::Name(0x249e1c), 79), // ArrayOfHostDhcpServiceConfig
+        x::TypeEntry::array(x::Name(0x24bb1e), 80), // ArrayOfHostDiagnosticPartition
     ],
     decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0x8a6f1a), x::Name(0x8a6f1a)), // CustomizationIpV6Generator: CustomizationIpV6Generator
-        x::FieldEntry::repeated(x::Name(0x8beb15), x::Name(0x8beb15)), // CustomizationSpecInfo: CustomizationSpecInfo
-        x::FieldEntry::repeated(x::Name(0x8e3e10), x::Name(0x8e3e10)), // DVPortConfigSpec: DVPortConfigSpec
-        x::FieldEntry::repeated(x::Name(0x8f0115), x::Name(0x8f0115)), // DVPortgroupConfigSpec: DVPortgroupConfigSpec
-        x::FieldEntry::repeated(x::Name(0x91b414), x::Name(0x91b414)), // DVSHealthCheckConfig: DVSHealthCheckConfig
-        x::FieldEntry::repeated(x::Name(0x92a51a), x::Name(0x92a51a)), // DVSManagerPhysicalNicsList: DVSManagerPhysicalNicsList
-        x::FieldEntry::repeated(x::Name(0x930416), x::Name(0x930416)), // DVSNetworkResourcePool: DVSNetworkResourcePool
-        x::FieldEntry::repeated(x::Name(0x934020), x::Name(0x934020)), // DVSNetworkResourcePoolConfigSpec: DVSNetworkResourcePoolConfigSpec
-        x::FieldEntry::repeated(x::Name(0x94151c), x::Name(0x94151c)), // DVSVmVnicNetworkResourcePool: DVSVmVnicNetworkResourcePool
-        x::FieldEntry::repeated(x::Name(0x951d19), x::Name(0x951d19)), // DasHeartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
-        x::FieldEntry::repeated(x::Name(0x95c81a), x::Name(0x95c81a)), // DatacenterBasicConnectInfo: DatacenterBasicConnectInfo
-        x::FieldEntry::repeated(x::Name(0x965f1a), x::Name(0x965f1a)), // DatacenterMismatchArgument: DatacenterMismatchArgument
-        x::FieldEntry::repeated(x::Name(0x980212), x::Name(0x980212)), // DatastoreHostMount: DatastoreHostMount
-        x::FieldEntry::repeated(x::Name(0x98421f), x::Name(0x98421f)), // DatastoreMountPathDatastorePair: DatastoreMountPathDatastorePair
-        x::FieldEntry::repeated(x::Name(0x996b22), x::Name(0x996b22)), // DatastoreVVolContainerFailoverPair: DatastoreVVolContainerFailoverPair
-        x::FieldEntry::repeated(x::Name(0x9d5320), x::Name(0x9d5320)), // DesiredSoftwareSpecComponentSpec: DesiredSoftwareSpecComponentSpec
-        x::FieldEntry::repeated(x::Name(0xa0811b), x::Name(0xa0811b)), // DiagnosticManagerBundleInfo: DiagnosticManagerBundleInfo
-        x::FieldEntry::repeated(x::Name(0xa0b91e), x::Name(0xa0b91e)), // DiagnosticManagerLogDescriptor: DiagnosticManagerLogDescriptor
-        x::FieldEntry::repeated(x::Name(0xa15815), x::Name(0xa15815)), // DirectPathProfileInfo: DirectPathProfileInfo
-        x::FieldEntry::repeated(x::Name(0xa21d29), x::Name(0xa21d29)), // DirectPathProfileManagerCapacityQuerySpec: DirectPathProfileManagerCapacityQuerySpec
-        x::FieldEntry::repeated(x::Name(0xa24726), x::Name(0xa24726)), // DirectPathProfileManagerCapacityResult: DirectPathProfileManagerCapacityResult
-        x::FieldEntry::repeated(x::Name(0xa7fc10), x::Name(0xa7fc10)), // DiskChangeExtent: DiskChangeExtent
-        x::FieldEntry::repeated(x::Name(0xa8d916), x::Name(0xa8d916)), // DistributedVirtualPort: DistributedVirtualPort
-        x::FieldEntry::repeated(x::Name(0xa9331f), x::Name(0xa9331f)), // DistributedVirtualPortgroupInfo: DistributedVirtualPortgroupInfo
-        x::FieldEntry::repeated(x::Name(0xa9da22), x::Name(0xa9da22)), // DistributedVirtualPortgroupProblem: DistributedVirtualPortgroupProblem
-        x::FieldEntry::repeated(x::Name(0xaa4d22), x::Name(0xaa4d22)), // DistributedVirtualSwitchHostMember: DistributedVirtualSwitchHostMember
-        x::FieldEntry::repeated(x::Name(0xaac72c), x::Name(0xaac72c)), // DistributedVirtualSwitchHostMemberConfigSpec: DistributedVirtualSwitchHostMemberConfigSpec
-        x::FieldEntry::repeated(x::Name(0xaba331), x::Name(0xaba331)), // DistributedVirtualSwitchHostMemberHostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
-        x::FieldEntry::repeated(x::Name(0xac3a2a), x::Name(0xac3a2a)), // DistributedVirtualSwitchHostMemberPnicSpec: DistributedVirtualSwitchHostMemberPnicSpec
-        x::FieldEntry::repeated(x::Name(0xac9433), x::Name(0xac9433)), // DistributedVirtualSwitchHostMemberTransportZoneInfo: DistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::FieldEntry::repeated(x::Name(0xacfc27), x::Name(0xacfc27)), // DistributedVirtualSwitchHostProductSpec: DistributedVirtualSwitchHostProductSpec
-        x::FieldEntry::repeated(x::Name(0xad241c), x::Name(0xad241c)), // DistributedVirtualSwitchInfo: DistributedVirtualSwitchInfo
-        x::FieldEntry::repeated(x::Name(0xad4127), x::Name(0xad4127)), // DistributedVirtualSwitchKeyedOpaqueBlob: DistributedVirtualSwitchKeyedOpaqueBlob
-        x::FieldEntry::repeated(x::Name(0xad6932), x::Name(0xad6932)), // DistributedVirtualSwitchManagerCompatibilityResult: DistributedVirtualSwitchManagerCompatibilityResult
-        x::FieldEntry::repeated(x::Name(0xae5930), x::Name(0xae5930)), // DistributedVirtualSwitchManagerHostDvsFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::FieldEntry::repeated(x::Name(0xaeed27), x::Name(0xaeed27)), // DistributedVirtualSwitchManagerSpanInfo: DistributedVirtualSwitchManagerSpanInfo
-        x::FieldEntry::repeated(x::Name(0xaf152a), x::Name(0xaf152a)), // DistributedVirtualSwitchNetworkOffloadSpec: DistributedVirtualSwitchNetworkOffloadSpec
-        x::FieldEntry::repeated(x::Name(0xb06f23), x::Name(0xb06f23)), // DistributedVirtualSwitchProductSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::repeated(x::Name(0x2748106), x::Name(0x2748106)), // double: double
-        x::FieldEntry::repeated(x::Name(0xb1280d), x::Name(0xb1280d)), // DpuStatusInfo: DpuStatusInfo
-        x::FieldEntry::repeated(x::Name(0xb1361c), x::Name(0xb1361c)), // DpuStatusInfoOperationalInfo: DpuStatusInfoOperationalInfo
-        x::FieldEntry::repeated(x::Name(0xb44223), x::Name(0xb44223)), // DvsApplyOperationFaultFaultOnObject: DvsApplyOperationFaultFaultOnObject
-        x::FieldEntry::repeated(x::Name(0xb4f40f), x::Name(0xb4f40f)), // DvsFilterConfig: DvsFilterConfig
-        x::FieldEntry::repeated(x::Name(0xb59d24), x::Name(0xb59d24)), // DvsHostInfrastructureTrafficResource: DvsHostInfrastructureTrafficResource
-        x::FieldEntry::repeated(x::Name(0xb62a12), x::Name(0xb62a12)), // DvsHostVNicProfile: DvsHostVNicProfile
         x::FieldEntry::repeated(x::Name(0xb72b17), x::Name(0xb72b17)), // DvsNetworkRuleQualifier: DvsNetworkRuleQualifier
         x::FieldEntry::repeated(x::Name(0xb76a20), x::Name(0xb76a20)), // DvsOperationBulkFaultFaultOnHost: DvsOperationBulkFaultFaultOnHost
         x::FieldEntry::repeated(x::Name(0xb78b18), x::Name(0xb78b18)), // DvsOutOfSyncHostArgument: DvsOutOfSyncHostArgument
@@ -173,59 +127,151 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0xc9e013), x::Name(0xc9e013)), // FcoeConfigVlanRange: FcoeConfigVlanRange
         x::FieldEntry::repeated(x::Name(0xca180e), x::Name(0xca180e)), // FeatureEVCMode: FeatureEVCMode
         x::FieldEntry::repeated(x::Name(0xcb4308), x::Name(0xcb4308)), // FileInfo: FileInfo
+        x::FieldEntry::repeated(x::Name(0xcb4c0c), x::Name(0xcb4c0c)), // FileLockInfo: FileLockInfo
+        x::FieldEntry::repeated(x::Name(0xcba409), x::Name(0xcba409)), // FileQuery: FileQuery
+        x::FieldEntry::repeated(x::Name(0xcd741d), x::Name(0xcd741d)), // FirewallProfileRulesetProfile: FirewallProfileRulesetProfile
+        x::FieldEntry::repeated(x::Name(0xce8416), x::Name(0xce8416)), // FolderFailedHostResult: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0xceba11), x::Name(0xceba11)), // FolderNewHostSpec: FolderNewHostSpec
+        x::FieldEntry::repeated(x::Name(0xd4030c), x::Name(0xd4030c)), // GuestAliases: GuestAliases
+        x::FieldEntry::repeated(x::Name(0xd41012), x::Name(0xd41012)), // GuestAuthAliasInfo: GuestAuthAliasInfo
+        x::FieldEntry::repeated(x::Name(0xd44d10), x::Name(0xd44d10)), // GuestAuthSubject: GuestAuthSubject
+        x::FieldEntry::repeated(x::Name(0xd4a80d), x::Name(0xd4a80d)), // GuestDiskInfo: GuestDiskInfo
+        x::FieldEntry::repeated(x::Name(0xd4ca0d), x::Name(0xd4ca0d)), // GuestFileInfo: GuestFileInfo
+        x::FieldEntry::repeated(x::Name(0xd53e20), x::Name(0xd53e20)), // GuestInfoNamespaceGenerationInfo: GuestInfoNamespaceGenerationInfo
+        x::FieldEntry::repeated(x::Name(0xd55f1b), x::Name(0xd55f1b)), // GuestInfoVirtualDiskMapping: GuestInfoVirtualDiskMapping
+        x::FieldEntry::repeated(x::Name(0xd58d12), x::Name(0xd58d12)), // GuestMappedAliases: GuestMappedAliases
+        x::FieldEntry::repeated(x::Name(0xd5b60c), x::Name(0xd5b60c)), // GuestNicInfo: GuestNicInfo
+        x::FieldEntry::repeated(x::Name(0xd5f311), x::Name(0xd5f311)), // GuestOsDescriptor: GuestOsDescriptor
+        x::FieldEntry::repeated(x::Name(0xd67010), x::Name(0xd67010)), // GuestProcessInfo: GuestProcessInfo
+        x::FieldEntry::repeated(x::Name(0xd6dc15), x::Name(0xd6dc15)), // GuestRegKeyRecordSpec: GuestRegKeyRecordSpec
+        x::FieldEntry::repeated(x::Name(0xd7c211), x::Name(0xd7c211)), // GuestRegValueSpec: GuestRegValueSpec
+        x::FieldEntry::repeated(x::Name(0xd8c80e), x::Name(0xd8c80e)), // GuestStackInfo: GuestStackInfo
+        x::FieldEntry::repeated(x::Name(0xd9f021), x::Name(0xd9f021)), // HbrManagerVmReplicationCapability: HbrManagerVmReplicationCapability
+        x::FieldEntry::repeated(x::Name(0xda2b0d), x::Name(0xda2b0d)), // HbrTargetSpec: HbrTargetSpec
+        x::FieldEntry::repeated(x::Name(0xda7f0c), x::Name(0xda7f0c)), // HealthUpdate: HealthUpdate
+        x::FieldEntry::repeated(x::Name(0xda8c10), x::Name(0xda8c10)), // HealthUpdateInfo: HealthUpdateInfo
+        x::FieldEntry::repeated(x::Name(0xdadd16), x::Name(0xdadd16)), // HostAccessControlEntry: HostAccessControlEntry
+        x::FieldEntry::repeated(x::Name(0xdb2a0f), x::Name(0xdb2a0f)), // HostAccountSpec: HostAccountSpec
+        x::FieldEntry::repeated(x::Name(0xdb3a13), x::Name(0xdb3a13)), // HostActiveDirectory: HostActiveDirectory
+        x::FieldEntry::repeated(x::Name(0xdc3d1d), x::Name(0xdc3d1d)), // HostAssignableHardwareBinding: HostAssignableHardwareBinding
+        x::FieldEntry::repeated(x::Name(0xdc782d), x::Name(0xdc782d)), // HostAssignableHardwareConfigAttributeOverride: HostAssignableHardwareConfigAttributeOverride
+        x::FieldEntry::repeated(x::Name(0xdca616), x::Name(0xdca616)), // HostAuthenticationInfo: HostAuthenticationInfo
+        x::FieldEntry::repeated(x::Name(0xdcdb1b), x::Name(0xdcdb1b)), // HostAuthenticationStoreInfo: HostAuthenticationStoreInfo
+        x::FieldEntry::repeated(x::Name(0xdd6f0e), x::Name(0xdd6f0e)), // HostBootDevice: HostBootDevice
+        x::FieldEntry::repeated(x::Name(0xdd911a), x::Name(0xdd911a)), // HostCacheConfigurationInfo: HostCacheConfigurationInfo
+        x::FieldEntry::repeated(x::Name(0xde6325), x::Name(0xde6325)), // HostCertificateManagerCertificateInfo: HostCertificateManagerCertificateInfo
+        x::FieldEntry::repeated(x::Name(0xe2741a), x::Name(0xe2741a)), // HostConnectInfoNetworkInfo: HostConnectInfoNetworkInfo
+        x::FieldEntry::repeated(x::Name(0xe28f0f), x::Name(0xe28f0f)), // HostConnectSpec: HostConnectSpec
+        x::FieldEntry::repeated(x::Name(0xe2ca0d), x::Name(0xe2ca0d)), // HostCpuIdInfo: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0xe2e40e), x::Name(0xe2e40e)), // HostCpuPackage: HostCpuPackage
+        x::FieldEntry::repeated(x::Name(0xe49421), x::Name(0xe49421)), // HostDatastoreBrowserSearchResults: HostDatastoreBrowserSearchResults
+        x::FieldEntry::repeated(x::Name(0xe4d518), x::Name(0xe4d518)), // HostDatastoreConnectInfo: HostDatastoreConnectInfo
+        x::FieldEntry::repeated(x::Name(0xe55222), x::Name(0xe55222)), // HostDatastoreSystemDatastoreResult: HostDatastoreSystemDatastoreResult
+        x::FieldEntry::repeated(x::Name(0xe5fb1a), x::Name(0xe5fb1a)), // HostDateTimeSystemTimeZone: HostDateTimeSystemTimeZone
+        x::FieldEntry::repeated(x::Name(0xe67e0f), x::Name(0xe67e0f)), // HostDhcpService: HostDhcpService
+        x::FieldEntry::repeated(x::Name(0xe68e15), x::Name(0xe68e15)), // HostDhcpServiceConfig: HostDhcpServiceConfig
+        x::FieldEntry::repeated(x::Name(0xe6b817), x::Name(0xe6b817)), // HostDiagnosticPartition: HostDiagnosticPartition
     ],
     values: &[
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsNetworkRuleQualifier(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsOutOfSyncHostArgument(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsProfile(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsServiceConsoleVNicProfile(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsTrafficRule(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVnicAllocatedResource(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDynamicProperty(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEVCMode(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfElementDescription(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEntityBackupConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEntityPrivilege(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEnumDescription(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEvent(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventAlarmExpressionComparison(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventArgDesc(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventDescriptionEventDetail(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtSolutionManagerInfoTabInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtendedEventPair(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtension(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionClientInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionEventTypeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionFaultTypeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionManagerIpAllocationUsage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionPrivilegeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionResourceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionServerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionTaskTypeInfo(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultToleranceDiskSpec(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultsByHost(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultsByVM(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFcoeConfigVlanRange(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFeatureEVCMode(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFileInfo(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFileLockInfo(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFileQuery(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFirewallProfileRulesetProfile(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFolderFailedHostResult(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFolderNewHostSpec(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestAliases(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestAuthAliasInfo(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestAuthSubject(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestDiskInfo(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestFileInfo(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestInfoNamespaceGenerationInfo(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestInfoVirtualDiskMapping(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestMappedAliases(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestNicInfo(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestOsDescriptor(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestProcessInfo(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestRegKeyRecordSpec(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestRegValueSpec(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestStackInfo(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHbrManagerVmReplicationCapability(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHbrTargetSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccountSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostActiveDirectory(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostBootDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostConnectInfoNetworkInfo(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostConnectSpec(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCpuIdInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCpuPackage(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreBrowserSearchResults(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreConnectInfo(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreSystemDatastoreResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ArrayOfCustomizationIpV6Generator(Box<Vec<AnyCustomizationIpV6Generator>>),
-    ArrayOfCustomizationSpecInfo(Box<Vec<CustomizationSpecInfo>>),
-    ArrayOfDVPortConfigSpec(Box<Vec<DVPortConfigSpec>>),
-    ArrayOfDVPortgroupConfigSpec(Box<Vec<DVPortgroupConfigSpec>>),
-    #[cfg(feature = "admin")] ArrayOfDVSHealthCheckConfig(Box<Vec<AnyDVSHealthCheckConfig>>),
-    ArrayOfDVSManagerPhysicalNicsList(Box<Vec<DVSManagerPhysicalNicsList>>),
-    ArrayOfDVSNetworkResourcePool(Box<Vec<DVSNetworkResourcePool>>),
-    #[cfg(feature = "admin")] ArrayOfDVSNetworkResourcePoolConfigSpec(Box<Vec<DVSNetworkResourcePoolConfigSpec>>),
-    #[cfg(feature = "admin")] ArrayOfDVSVmVnicNetworkResourcePool(Box<Vec<DVSVmVnicNetworkResourcePool>>),
-    #[cfg(feature = "admin")] ArrayOfDasHeartbeatDatastoreInfo(Box<Vec<DasHeartbeatDatastoreInfo>>),
-    ArrayOfDatacenterBasicConnectInfo(Box<Vec<DatacenterBasicConnectInfo>>),
-    #[cfg(feature = "all-faults")] ArrayOfDatacenterMismatchArgument(Box<Vec<DatacenterMismatchArgument>>),
-    ArrayOfDatastoreHostMount(Box<Vec<DatastoreHostMount>>),
-    ArrayOfDatastoreMountPathDatastorePair(Box<Vec<DatastoreMountPathDatastorePair>>),
-    ArrayOfDatastoreVVolContainerFailoverPair(Box<Vec<DatastoreVVolContainerFailoverPair>>),
-    ArrayOfDesiredSoftwareSpecComponentSpec(Box<Vec<DesiredSoftwareSpecComponentSpec>>),
-    ArrayOfDiagnosticManagerBundleInfo(Box<Vec<DiagnosticManagerBundleInfo>>),
-    #[cfg(feature = "admin")] ArrayOfDiagnosticManagerLogDescriptor(Box<Vec<DiagnosticManagerLogDescriptor>>),
-    ArrayOfDirectPathProfileInfo(Box<Vec<DirectPathProfileInfo>>),
-    ArrayOfDirectPathProfileManagerCapacityQuerySpec(Box<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>),
-    ArrayOfDirectPathProfileManagerCapacityResult(Box<Vec<AnyDirectPathProfileManagerCapacityResult>>),
-    ArrayOfDiskChangeExtent(Box<Vec<DiskChangeExtent>>),
-    ArrayOfDistributedVirtualPort(Box<Vec<DistributedVirtualPort>>),
-    ArrayOfDistributedVirtualPortgroupInfo(Box<Vec<DistributedVirtualPortgroupInfo>>),
-    ArrayOfDistributedVirtualPortgroupProblem(Box<Vec<DistributedVirtualPortgroupProblem>>),
-    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMember(Box<Vec<DistributedVirtualSwitchHostMember>>),
-    ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(Box<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>),
-    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>),
-    ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(Box<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>),
-    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>),
-    ArrayOfDistributedVirtualSwitchHostProductSpec(Box<Vec<DistributedVirtualSwitchHostProductSpec>>),
-    ArrayOfDistributedVirtualSwitchInfo(Box<Vec<DistributedVirtualSwitchInfo>>),
-    ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(Box<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>),
-    ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(Box<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>),
-    ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(Box<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>),
-    ArrayOfDistributedVirtualSwitchManagerSpanInfo(Box<Vec<DistributedVirtualSwitchManagerSpanInfo>>),
-    ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(Box<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>),
-    ArrayOfDistributedVirtualSwitchProductSpec(Box<Vec<DistributedVirtualSwitchProductSpec>>),
-    ArrayOfDpuStatusInfo(Box<Vec<DpuStatusInfo>>),
-    ArrayOfDpuStatusInfoOperationalInfo(Box<Vec<DpuStatusInfoOperationalInfo>>),
-    #[cfg(feature = "all-faults")] ArrayOfDvsApplyOperationFaultFaultOnObject(Box<Vec<DvsApplyOperationFaultFaultOnObject>>),
-    ArrayOfDvsFilterConfig(Box<Vec<AnyDvsFilterConfig>>),
-    ArrayOfDvsHostInfrastructureTrafficResource(Box<Vec<DvsHostInfrastructureTrafficResource>>),
-    ArrayOfDvsHostVNicProfile(Box<Vec<DvsHostVNicProfile>>),
     ArrayOfDvsNetworkRuleQualifier(Box<Vec<AnyDvsNetworkRuleQualifier>>),
     #[cfg(feature = "all-faults")] ArrayOfDvsOperationBulkFaultFaultOnHost(Box<Vec<DvsOperationBulkFaultFaultOnHost>>),
     #[cfg(feature = "all-events")] ArrayOfDvsOutOfSyncHostArgument(Box<Vec<DvsOutOfSyncHostArgument>>),
@@ -263,6 +309,50 @@ pub enum Object {
     ArrayOfFcoeConfigVlanRange(Box<Vec<FcoeConfigVlanRange>>),
     ArrayOfFeatureEVCMode(Box<Vec<FeatureEVCMode>>),
     ArrayOfFileInfo(Box<Vec<AnyFileInfo>>),
+    ArrayOfFileLockInfo(Box<Vec<FileLockInfo>>),
+    ArrayOfFileQuery(Box<Vec<AnyFileQuery>>),
+    ArrayOfFirewallProfileRulesetProfile(Box<Vec<FirewallProfileRulesetProfile>>),
+    ArrayOfFolderFailedHostResult(Box<Vec<FolderFailedHostResult>>),
+    ArrayOfFolderNewHostSpec(Box<Vec<FolderNewHostSpec>>),
+    ArrayOfGuestAliases(Box<Vec<GuestAliases>>),
+    ArrayOfGuestAuthAliasInfo(Box<Vec<GuestAuthAliasInfo>>),
+    ArrayOfGuestAuthSubject(Box<Vec<AnyGuestAuthSubject>>),
+    ArrayOfGuestDiskInfo(Box<Vec<GuestDiskInfo>>),
+    ArrayOfGuestFileInfo(Box<Vec<GuestFileInfo>>),
+    ArrayOfGuestInfoNamespaceGenerationInfo(Box<Vec<GuestInfoNamespaceGenerationInfo>>),
+    ArrayOfGuestInfoVirtualDiskMapping(Box<Vec<GuestInfoVirtualDiskMapping>>),
+    ArrayOfGuestMappedAliases(Box<Vec<GuestMappedAliases>>),
+    ArrayOfGuestNicInfo(Box<Vec<GuestNicInfo>>),
+    ArrayOfGuestOsDescriptor(Box<Vec<GuestOsDescriptor>>),
+    ArrayOfGuestProcessInfo(Box<Vec<GuestProcessInfo>>),
+    ArrayOfGuestRegKeyRecordSpec(Box<Vec<GuestRegKeyRecordSpec>>),
+    ArrayOfGuestRegValueSpec(Box<Vec<GuestRegValueSpec>>),
+    ArrayOfGuestStackInfo(Box<Vec<GuestStackInfo>>),
+    ArrayOfHbrManagerVmReplicationCapability(Box<Vec<HbrManagerVmReplicationCapability>>),
+    ArrayOfHbrTargetSpec(Box<Vec<HbrTargetSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHealthUpdate(Box<Vec<HealthUpdate>>),
+    #[cfg(feature = "admin")] ArrayOfHealthUpdateInfo(Box<Vec<HealthUpdateInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostAccessControlEntry(Box<Vec<HostAccessControlEntry>>),
+    ArrayOfHostAccountSpec(Box<Vec<AnyHostAccountSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostActiveDirectory(Box<Vec<HostActiveDirectory>>),
+    #[cfg(feature = "admin")] ArrayOfHostAssignableHardwareBinding(Box<Vec<HostAssignableHardwareBinding>>),
+    #[cfg(feature = "admin")] ArrayOfHostAssignableHardwareConfigAttributeOverride(Box<Vec<HostAssignableHardwareConfigAttributeOverride>>),
+    #[cfg(feature = "admin")] ArrayOfHostAuthenticationInfo(Box<Vec<HostAuthenticationInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostAuthenticationStoreInfo(Box<Vec<AnyHostAuthenticationStoreInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostBootDevice(Box<Vec<HostBootDevice>>),
+    #[cfg(feature = "admin")] ArrayOfHostCacheConfigurationInfo(Box<Vec<HostCacheConfigurationInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostCertificateManagerCertificateInfo(Box<Vec<HostCertificateManagerCertificateInfo>>),
+    ArrayOfHostConnectInfoNetworkInfo(Box<Vec<AnyHostConnectInfoNetworkInfo>>),
+    ArrayOfHostConnectSpec(Box<Vec<HostConnectSpec>>),
+    ArrayOfHostCpuIdInfo(Box<Vec<HostCpuIdInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostCpuPackage(Box<Vec<HostCpuPackage>>),
+    ArrayOfHostDatastoreBrowserSearchResults(Box<Vec<HostDatastoreBrowserSearchResults>>),
+    ArrayOfHostDatastoreConnectInfo(Box<Vec<AnyHostDatastoreConnectInfo>>),
+    ArrayOfHostDatastoreSystemDatastoreResult(Box<Vec<HostDatastoreSystemDatastoreResult>>),
+    #[cfg(feature = "admin")] ArrayOfHostDateTimeSystemTimeZone(Box<Vec<HostDateTimeSystemTimeZone>>),
+    #[cfg(feature = "admin")] ArrayOfHostDhcpService(Box<Vec<HostDhcpService>>),
+    #[cfg(feature = "admin")] ArrayOfHostDhcpServiceConfig(Box<Vec<HostDhcpServiceConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostDiagnosticPartition(Box<Vec<HostDiagnosticPartition>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -271,145 +361,9 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomizationIpV6Generator(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomizationSpecInfo(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVPortConfigSpec(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVPortgroupConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSManagerPhysicalNicsList(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreHostMount(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreMountPathDatastorePair(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDesiredSoftwareSpecComponentSpec(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiagnosticManagerBundleInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiagnosticManagerLogDescriptor(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileInfo(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileManagerCapacityResult(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiskChangeExtent(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPort(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPortgroupInfo(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPortgroupProblem(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMember(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchInfo(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchProductSpec(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDpuStatusInfo(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDpuStatusInfoOperationalInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsFilterConfig(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsHostInfrastructureTrafficResource(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsHostVNicProfile(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsNetworkRuleQualifier(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsOutOfSyncHostArgument(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsProfile(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsServiceConsoleVNicProfile(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsTrafficRule(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVnicAllocatedResource(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDynamicProperty(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEVCMode(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfElementDescription(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEntityBackupConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEntityPrivilege(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEnumDescription(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEvent(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventAlarmExpressionComparison(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventArgDesc(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventDescriptionEventDetail(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtSolutionManagerInfoTabInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtendedEventPair(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtension(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionClientInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionEventTypeInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionFaultTypeInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionManagerIpAllocationUsage(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionPrivilegeInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionResourceInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionServerInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionTaskTypeInfo(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultToleranceDiskSpec(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultsByHost(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultsByVM(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFcoeConfigVlanRange(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFeatureEVCMode(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFileInfo(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ArrayOfCustomizationIpV6Generator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfCustomizationSpecInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDVPortConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDVPortgroupConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDVSManagerPhysicalNicsList(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDVSNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDatastoreHostMount(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDatastoreMountPathDatastorePair(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDiagnosticManagerBundleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDirectPathProfileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDiskChangeExtent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualPort(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualPortgroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualPortgroupProblem(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDpuStatusInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDpuStatusInfoOperationalInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsFilterConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsHostVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(v) => std::fmt::Debug::fmt(&**v, f),
@@ -447,6 +401,50 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfFcoeConfigVlanRange(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfFeatureEVCMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfFileLockInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfFirewallProfileRulesetProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfFolderFailedHostResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfFolderNewHostSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestAliases(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestAuthAliasInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestAuthSubject(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestDiskInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestInfoVirtualDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestMappedAliases(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestOsDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestProcessInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestRegKeyRecordSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestRegValueSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfGuestStackInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHbrManagerVmReplicationCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHbrTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostConnectInfoNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostCpuIdInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostDatastoreBrowserSearchResults(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostDatastoreConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -460,50 +458,6 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ArrayOfCustomizationIpV6Generator(_) => "ArrayOfCustomizationIpV6Generator",
-            Object::ArrayOfCustomizationSpecInfo(_) => "ArrayOfCustomizationSpecInfo",
-            Object::ArrayOfDVPortConfigSpec(_) => "ArrayOfDVPortConfigSpec",
-            Object::ArrayOfDVPortgroupConfigSpec(_) => "ArrayOfDVPortgroupConfigSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(_) => "ArrayOfDVSHealthCheckConfig",
-            Object::ArrayOfDVSManagerPhysicalNicsList(_) => "ArrayOfDVSManagerPhysicalNicsList",
-            Object::ArrayOfDVSNetworkResourcePool(_) => "ArrayOfDVSNetworkResourcePool",
-            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(_) => "ArrayOfDVSNetworkResourcePoolConfigSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(_) => "ArrayOfDVSVmVnicNetworkResourcePool",
-            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(_) => "ArrayOfDasHeartbeatDatastoreInfo",
-            Object::ArrayOfDatacenterBasicConnectInfo(_) => "ArrayOfDatacenterBasicConnectInfo",
-            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(_) => "ArrayOfDatacenterMismatchArgument",
-            Object::ArrayOfDatastoreHostMount(_) => "ArrayOfDatastoreHostMount",
-            Object::ArrayOfDatastoreMountPathDatastorePair(_) => "ArrayOfDatastoreMountPathDatastorePair",
-            Object::ArrayOfDatastoreVVolContainerFailoverPair(_) => "ArrayOfDatastoreVVolContainerFailoverPair",
-            Object::ArrayOfDesiredSoftwareSpecComponentSpec(_) => "ArrayOfDesiredSoftwareSpecComponentSpec",
-            Object::ArrayOfDiagnosticManagerBundleInfo(_) => "ArrayOfDiagnosticManagerBundleInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(_) => "ArrayOfDiagnosticManagerLogDescriptor",
-            Object::ArrayOfDirectPathProfileInfo(_) => "ArrayOfDirectPathProfileInfo",
-            Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(_) => "ArrayOfDirectPathProfileManagerCapacityQuerySpec",
-            Object::ArrayOfDirectPathProfileManagerCapacityResult(_) => "ArrayOfDirectPathProfileManagerCapacityResult",
-            Object::ArrayOfDiskChangeExtent(_) => "ArrayOfDiskChangeExtent",
-            Object::ArrayOfDistributedVirtualPort(_) => "ArrayOfDistributedVirtualPort",
-            Object::ArrayOfDistributedVirtualPortgroupInfo(_) => "ArrayOfDistributedVirtualPortgroupInfo",
-            Object::ArrayOfDistributedVirtualPortgroupProblem(_) => "ArrayOfDistributedVirtualPortgroupProblem",
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(_) => "ArrayOfDistributedVirtualSwitchHostMember",
-            Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(_) => "ArrayOfDistributedVirtualSwitchHostMemberConfigSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(_) => "ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState",
-            Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(_) => "ArrayOfDistributedVirtualSwitchHostMemberPnicSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(_) => "ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo",
-            Object::ArrayOfDistributedVirtualSwitchHostProductSpec(_) => "ArrayOfDistributedVirtualSwitchHostProductSpec",
-            Object::ArrayOfDistributedVirtualSwitchInfo(_) => "ArrayOfDistributedVirtualSwitchInfo",
-            Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(_) => "ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob",
-            Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(_) => "ArrayOfDistributedVirtualSwitchManagerCompatibilityResult",
-            Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(_) => "ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec",
-            Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(_) => "ArrayOfDistributedVirtualSwitchManagerSpanInfo",
-            Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(_) => "ArrayOfDistributedVirtualSwitchNetworkOffloadSpec",
-            Object::ArrayOfDistributedVirtualSwitchProductSpec(_) => "ArrayOfDistributedVirtualSwitchProductSpec",
-            Object::ArrayOfDpuStatusInfo(_) => "ArrayOfDpuStatusInfo",
-            Object::ArrayOfDpuStatusInfoOperationalInfo(_) => "ArrayOfDpuStatusInfoOperationalInfo",
-            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(_) => "ArrayOfDvsApplyOperationFaultFaultOnObject",
-            Object::ArrayOfDvsFilterConfig(_) => "ArrayOfDvsFilterConfig",
-            Object::ArrayOfDvsHostInfrastructureTrafficResource(_) => "ArrayOfDvsHostInfrastructureTrafficResource",
-            Object::ArrayOfDvsHostVNicProfile(_) => "ArrayOfDvsHostVNicProfile",
             Object::ArrayOfDvsNetworkRuleQualifier(_) => "ArrayOfDvsNetworkRuleQualifier",
             #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(_) => "ArrayOfDvsOperationBulkFaultFaultOnHost",
             #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(_) => "ArrayOfDvsOutOfSyncHostArgument",
@@ -541,6 +495,50 @@ impl x::DataObject for Object {
             Object::ArrayOfFcoeConfigVlanRange(_) => "ArrayOfFcoeConfigVlanRange",
             Object::ArrayOfFeatureEVCMode(_) => "ArrayOfFeatureEVCMode",
             Object::ArrayOfFileInfo(_) => "ArrayOfFileInfo",
+            Object::ArrayOfFileLockInfo(_) => "ArrayOfFileLockInfo",
+            Object::ArrayOfFileQuery(_) => "ArrayOfFileQuery",
+            Object::ArrayOfFirewallProfileRulesetProfile(_) => "ArrayOfFirewallProfileRulesetProfile",
+            Object::ArrayOfFolderFailedHostResult(_) => "ArrayOfFolderFailedHostResult",
+            Object::ArrayOfFolderNewHostSpec(_) => "ArrayOfFolderNewHostSpec",
+            Object::ArrayOfGuestAliases(_) => "ArrayOfGuestAliases",
+            Object::ArrayOfGuestAuthAliasInfo(_) => "ArrayOfGuestAuthAliasInfo",
+            Object::ArrayOfGuestAuthSubject(_) => "ArrayOfGuestAuthSubject",
+            Object::ArrayOfGuestDiskInfo(_) => "ArrayOfGuestDiskInfo",
+            Object::ArrayOfGuestFileInfo(_) => "ArrayOfGuestFileInfo",
+            Object::ArrayOfGuestInfoNamespaceGenerationInfo(_) => "ArrayOfGuestInfoNamespaceGenerationInfo",
+            Object::ArrayOfGuestInfoVirtualDiskMapping(_) => "ArrayOfGuestInfoVirtualDiskMapping",
+            Object::ArrayOfGuestMappedAliases(_) => "ArrayOfGuestMappedAliases",
+            Object::ArrayOfGuestNicInfo(_) => "ArrayOfGuestNicInfo",
+            Object::ArrayOfGuestOsDescriptor(_) => "ArrayOfGuestOsDescriptor",
+            Object::ArrayOfGuestProcessInfo(_) => "ArrayOfGuestProcessInfo",
+            Object::ArrayOfGuestRegKeyRecordSpec(_) => "ArrayOfGuestRegKeyRecordSpec",
+            Object::ArrayOfGuestRegValueSpec(_) => "ArrayOfGuestRegValueSpec",
+            Object::ArrayOfGuestStackInfo(_) => "ArrayOfGuestStackInfo",
+            Object::ArrayOfHbrManagerVmReplicationCapability(_) => "ArrayOfHbrManagerVmReplicationCapability",
+            Object::ArrayOfHbrTargetSpec(_) => "ArrayOfHbrTargetSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(_) => "ArrayOfHealthUpdate",
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(_) => "ArrayOfHealthUpdateInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(_) => "ArrayOfHostAccessControlEntry",
+            Object::ArrayOfHostAccountSpec(_) => "ArrayOfHostAccountSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(_) => "ArrayOfHostActiveDirectory",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(_) => "ArrayOfHostAssignableHardwareBinding",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(_) => "ArrayOfHostAssignableHardwareConfigAttributeOverride",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(_) => "ArrayOfHostAuthenticationInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(_) => "ArrayOfHostAuthenticationStoreInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(_) => "ArrayOfHostBootDevice",
+            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(_) => "ArrayOfHostCacheConfigurationInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(_) => "ArrayOfHostCertificateManagerCertificateInfo",
+            Object::ArrayOfHostConnectInfoNetworkInfo(_) => "ArrayOfHostConnectInfoNetworkInfo",
+            Object::ArrayOfHostConnectSpec(_) => "ArrayOfHostConnectSpec",
+            Object::ArrayOfHostCpuIdInfo(_) => "ArrayOfHostCpuIdInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(_) => "ArrayOfHostCpuPackage",
+            Object::ArrayOfHostDatastoreBrowserSearchResults(_) => "ArrayOfHostDatastoreBrowserSearchResults",
+            Object::ArrayOfHostDatastoreConnectInfo(_) => "ArrayOfHostDatastoreConnectInfo",
+            Object::ArrayOfHostDatastoreSystemDatastoreResult(_) => "ArrayOfHostDatastoreSystemDatastoreResult",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(_) => "ArrayOfHostDateTimeSystemTimeZone",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(_) => "ArrayOfHostDhcpService",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(_) => "ArrayOfHostDhcpServiceConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(_) => "ArrayOfHostDiagnosticPartition",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -560,50 +558,6 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ArrayOfCustomizationIpV6Generator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfCustomizationSpecInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDVPortConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDVPortgroupConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDVSManagerPhysicalNicsList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDVSNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDatastoreHostMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDatastoreMountPathDatastorePair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDiagnosticManagerBundleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDirectPathProfileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDiskChangeExtent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualPortgroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualPortgroupProblem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDpuStatusInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDpuStatusInfoOperationalInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsFilterConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsHostVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsNetworkRuleQualifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -641,714 +595,54 @@ impl x::DataObject for Object {
             Object::ArrayOfFcoeConfigVlanRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfFeatureEVCMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfFileLockInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfFirewallProfileRulesetProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfFolderFailedHostResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfFolderNewHostSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestAliases(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestAuthAliasInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestAuthSubject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestDiskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestInfoVirtualDiskMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestMappedAliases(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestOsDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestProcessInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestRegKeyRecordSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestRegValueSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfGuestStackInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHbrManagerVmReplicationCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHbrTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostConnectInfoNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostCpuIdInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostDatastoreBrowserSearchResults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostDatastoreConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectArrayItem for AnyCustomizationIpV6Generator {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyCustomizationIpV6Generator>>) -> Object {
-        Object::ArrayOfCustomizationIpV6Generator(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyCustomizationIpV6Generator>> {
-        match object { Object::ArrayOfCustomizationIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyCustomizationIpV6Generator>>, Object> {
-        match object { Object::ArrayOfCustomizationIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for CustomizationSpecInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<CustomizationSpecInfo>>) -> Object {
-        Object::ArrayOfCustomizationSpecInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<CustomizationSpecInfo>> {
-        match object { Object::ArrayOfCustomizationSpecInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<CustomizationSpecInfo>>, Object> {
-        match object { Object::ArrayOfCustomizationSpecInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DVPortConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DVPortConfigSpec>>) -> Object {
-        Object::ArrayOfDVPortConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DVPortConfigSpec>> {
-        match object { Object::ArrayOfDVPortConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DVPortConfigSpec>>, Object> {
-        match object { Object::ArrayOfDVPortConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DVPortgroupConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DVPortgroupConfigSpec>>) -> Object {
-        Object::ArrayOfDVPortgroupConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DVPortgroupConfigSpec>> {
-        match object { Object::ArrayOfDVPortgroupConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DVPortgroupConfigSpec>>, Object> {
-        match object { Object::ArrayOfDVPortgroupConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyDVSHealthCheckConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyDVSHealthCheckConfig>>) -> Object {
-        Object::ArrayOfDVSHealthCheckConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyDVSHealthCheckConfig>> {
-        match object { Object::ArrayOfDVSHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyDVSHealthCheckConfig>>, Object> {
-        match object { Object::ArrayOfDVSHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DVSManagerPhysicalNicsList {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DVSManagerPhysicalNicsList>>) -> Object {
-        Object::ArrayOfDVSManagerPhysicalNicsList(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DVSManagerPhysicalNicsList>> {
-        match object { Object::ArrayOfDVSManagerPhysicalNicsList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DVSManagerPhysicalNicsList>>, Object> {
-        match object { Object::ArrayOfDVSManagerPhysicalNicsList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DVSNetworkResourcePool {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DVSNetworkResourcePool>>) -> Object {
-        Object::ArrayOfDVSNetworkResourcePool(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DVSNetworkResourcePool>> {
-        match object { Object::ArrayOfDVSNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DVSNetworkResourcePool>>, Object> {
-        match object { Object::ArrayOfDVSNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for DVSNetworkResourcePoolConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DVSNetworkResourcePoolConfigSpec>>) -> Object {
-        Object::ArrayOfDVSNetworkResourcePoolConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DVSNetworkResourcePoolConfigSpec>> {
-        match object { Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DVSNetworkResourcePoolConfigSpec>>, Object> {
-        match object { Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for DVSVmVnicNetworkResourcePool {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DVSVmVnicNetworkResourcePool>>) -> Object {
-        Object::ArrayOfDVSVmVnicNetworkResourcePool(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DVSVmVnicNetworkResourcePool>> {
-        match object { Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DVSVmVnicNetworkResourcePool>>, Object> {
-        match object { Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for DasHeartbeatDatastoreInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DasHeartbeatDatastoreInfo>>) -> Object {
-        Object::ArrayOfDasHeartbeatDatastoreInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DasHeartbeatDatastoreInfo>> {
-        match object { Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DasHeartbeatDatastoreInfo>>, Object> {
-        match object { Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DatacenterBasicConnectInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DatacenterBasicConnectInfo>>) -> Object {
-        Object::ArrayOfDatacenterBasicConnectInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DatacenterBasicConnectInfo>> {
-        match object { Object::ArrayOfDatacenterBasicConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DatacenterBasicConnectInfo>>, Object> {
-        match object { Object::ArrayOfDatacenterBasicConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for DatacenterMismatchArgument {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DatacenterMismatchArgument>>) -> Object {
-        Object::ArrayOfDatacenterMismatchArgument(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DatacenterMismatchArgument>> {
-        match object { Object::ArrayOfDatacenterMismatchArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DatacenterMismatchArgument>>, Object> {
-        match object { Object::ArrayOfDatacenterMismatchArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DatastoreHostMount {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DatastoreHostMount>>) -> Object {
-        Object::ArrayOfDatastoreHostMount(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DatastoreHostMount>> {
-        match object { Object::ArrayOfDatastoreHostMount(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DatastoreHostMount>>, Object> {
-        match object { Object::ArrayOfDatastoreHostMount(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DatastoreMountPathDatastorePair {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DatastoreMountPathDatastorePair>>) -> Object {
-        Object::ArrayOfDatastoreMountPathDatastorePair(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DatastoreMountPathDatastorePair>> {
-        match object { Object::ArrayOfDatastoreMountPathDatastorePair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DatastoreMountPathDatastorePair>>, Object> {
-        match object { Object::ArrayOfDatastoreMountPathDatastorePair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DatastoreVVolContainerFailoverPair {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DatastoreVVolContainerFailoverPair>>) -> Object {
-        Object::ArrayOfDatastoreVVolContainerFailoverPair(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DatastoreVVolContainerFailoverPair>> {
-        match object { Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DatastoreVVolContainerFailoverPair>>, Object> {
-        match object { Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DesiredSoftwareSpecComponentSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DesiredSoftwareSpecComponentSpec>>) -> Object {
-        Object::ArrayOfDesiredSoftwareSpecComponentSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DesiredSoftwareSpecComponentSpec>> {
-        match object { Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DesiredSoftwareSpecComponentSpec>>, Object> {
-        match object { Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DiagnosticManagerBundleInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DiagnosticManagerBundleInfo>>) -> Object {
-        Object::ArrayOfDiagnosticManagerBundleInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DiagnosticManagerBundleInfo>> {
-        match object { Object::ArrayOfDiagnosticManagerBundleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DiagnosticManagerBundleInfo>>, Object> {
-        match object { Object::ArrayOfDiagnosticManagerBundleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for DiagnosticManagerLogDescriptor {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DiagnosticManagerLogDescriptor>>) -> Object {
-        Object::ArrayOfDiagnosticManagerLogDescriptor(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DiagnosticManagerLogDescriptor>> {
-        match object { Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DiagnosticManagerLogDescriptor>>, Object> {
-        match object { Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DirectPathProfileInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DirectPathProfileInfo>>) -> Object {
-        Object::ArrayOfDirectPathProfileInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DirectPathProfileInfo>> {
-        match object { Object::ArrayOfDirectPathProfileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DirectPathProfileInfo>>, Object> {
-        match object { Object::ArrayOfDirectPathProfileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyDirectPathProfileManagerCapacityQuerySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>) -> Object {
-        Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyDirectPathProfileManagerCapacityQuerySpec>> {
-        match object { Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>, Object> {
-        match object { Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyDirectPathProfileManagerCapacityResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyDirectPathProfileManagerCapacityResult>>) -> Object {
-        Object::ArrayOfDirectPathProfileManagerCapacityResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyDirectPathProfileManagerCapacityResult>> {
-        match object { Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyDirectPathProfileManagerCapacityResult>>, Object> {
-        match object { Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DiskChangeExtent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DiskChangeExtent>>) -> Object {
-        Object::ArrayOfDiskChangeExtent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DiskChangeExtent>> {
-        match object { Object::ArrayOfDiskChangeExtent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DiskChangeExtent>>, Object> {
-        match object { Object::ArrayOfDiskChangeExtent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualPort {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualPort>>) -> Object {
-        Object::ArrayOfDistributedVirtualPort(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPort>> {
-        match object { Object::ArrayOfDistributedVirtualPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPort>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualPortgroupInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualPortgroupInfo>>) -> Object {
-        Object::ArrayOfDistributedVirtualPortgroupInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPortgroupInfo>> {
-        match object { Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPortgroupInfo>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualPortgroupProblem {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualPortgroupProblem>>) -> Object {
-        Object::ArrayOfDistributedVirtualPortgroupProblem(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPortgroupProblem>> {
-        match object { Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPortgroupProblem>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMember {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMember>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchHostMember(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMember>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMember>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberConfigSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberHostUplinkState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberHostUplinkState>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberPnicSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberPnicSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberTransportZoneInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchHostProductSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchHostProductSpec>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchHostProductSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostProductSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostProductSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchInfo>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchInfo>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchInfo>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchKeyedOpaqueBlob {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchKeyedOpaqueBlob>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchManagerCompatibilityResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchManagerCompatibilityResult>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchManagerSpanInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchManagerSpanInfo>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchManagerSpanInfo>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchManagerSpanInfo>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchNetworkOffloadSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchNetworkOffloadSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DistributedVirtualSwitchProductSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DistributedVirtualSwitchProductSpec>>) -> Object {
-        Object::ArrayOfDistributedVirtualSwitchProductSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchProductSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchProductSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DpuStatusInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DpuStatusInfo>>) -> Object {
-        Object::ArrayOfDpuStatusInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DpuStatusInfo>> {
-        match object { Object::ArrayOfDpuStatusInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DpuStatusInfo>>, Object> {
-        match object { Object::ArrayOfDpuStatusInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DpuStatusInfoOperationalInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DpuStatusInfoOperationalInfo>>) -> Object {
-        Object::ArrayOfDpuStatusInfoOperationalInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DpuStatusInfoOperationalInfo>> {
-        match object { Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DpuStatusInfoOperationalInfo>>, Object> {
-        match object { Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for DvsApplyOperationFaultFaultOnObject {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DvsApplyOperationFaultFaultOnObject>>) -> Object {
-        Object::ArrayOfDvsApplyOperationFaultFaultOnObject(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DvsApplyOperationFaultFaultOnObject>> {
-        match object { Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DvsApplyOperationFaultFaultOnObject>>, Object> {
-        match object { Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyDvsFilterConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyDvsFilterConfig>>) -> Object {
-        Object::ArrayOfDvsFilterConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyDvsFilterConfig>> {
-        match object { Object::ArrayOfDvsFilterConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyDvsFilterConfig>>, Object> {
-        match object { Object::ArrayOfDvsFilterConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DvsHostInfrastructureTrafficResource {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DvsHostInfrastructureTrafficResource>>) -> Object {
-        Object::ArrayOfDvsHostInfrastructureTrafficResource(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DvsHostInfrastructureTrafficResource>> {
-        match object { Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DvsHostInfrastructureTrafficResource>>, Object> {
-        match object { Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for DvsHostVNicProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<DvsHostVNicProfile>>) -> Object {
-        Object::ArrayOfDvsHostVNicProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<DvsHostVNicProfile>> {
-        match object { Object::ArrayOfDvsHostVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<DvsHostVNicProfile>>, Object> {
-        match object { Object::ArrayOfDvsHostVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectArrayItem for AnyDvsNetworkRuleQualifier {
     type Object = Object;
@@ -1939,5 +1233,709 @@ impl x::ObjectArrayItem for AnyFileInfo {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyFileInfo>>, Object> {
         match object { Object::ArrayOfFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for FileLockInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<FileLockInfo>>) -> Object {
+        Object::ArrayOfFileLockInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<FileLockInfo>> {
+        match object { Object::ArrayOfFileLockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<FileLockInfo>>, Object> {
+        match object { Object::ArrayOfFileLockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyFileQuery {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyFileQuery>>) -> Object {
+        Object::ArrayOfFileQuery(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyFileQuery>> {
+        match object { Object::ArrayOfFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyFileQuery>>, Object> {
+        match object { Object::ArrayOfFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for FirewallProfileRulesetProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<FirewallProfileRulesetProfile>>) -> Object {
+        Object::ArrayOfFirewallProfileRulesetProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<FirewallProfileRulesetProfile>> {
+        match object { Object::ArrayOfFirewallProfileRulesetProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<FirewallProfileRulesetProfile>>, Object> {
+        match object { Object::ArrayOfFirewallProfileRulesetProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for FolderFailedHostResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<FolderFailedHostResult>>) -> Object {
+        Object::ArrayOfFolderFailedHostResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<FolderFailedHostResult>> {
+        match object { Object::ArrayOfFolderFailedHostResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<FolderFailedHostResult>>, Object> {
+        match object { Object::ArrayOfFolderFailedHostResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for FolderNewHostSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<FolderNewHostSpec>>) -> Object {
+        Object::ArrayOfFolderNewHostSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<FolderNewHostSpec>> {
+        match object { Object::ArrayOfFolderNewHostSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<FolderNewHostSpec>>, Object> {
+        match object { Object::ArrayOfFolderNewHostSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestAliases {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestAliases>>) -> Object {
+        Object::ArrayOfGuestAliases(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestAliases>> {
+        match object { Object::ArrayOfGuestAliases(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestAliases>>, Object> {
+        match object { Object::ArrayOfGuestAliases(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestAuthAliasInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestAuthAliasInfo>>) -> Object {
+        Object::ArrayOfGuestAuthAliasInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestAuthAliasInfo>> {
+        match object { Object::ArrayOfGuestAuthAliasInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestAuthAliasInfo>>, Object> {
+        match object { Object::ArrayOfGuestAuthAliasInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyGuestAuthSubject {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyGuestAuthSubject>>) -> Object {
+        Object::ArrayOfGuestAuthSubject(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyGuestAuthSubject>> {
+        match object { Object::ArrayOfGuestAuthSubject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyGuestAuthSubject>>, Object> {
+        match object { Object::ArrayOfGuestAuthSubject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestDiskInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestDiskInfo>>) -> Object {
+        Object::ArrayOfGuestDiskInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestDiskInfo>> {
+        match object { Object::ArrayOfGuestDiskInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestDiskInfo>>, Object> {
+        match object { Object::ArrayOfGuestDiskInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestFileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestFileInfo>>) -> Object {
+        Object::ArrayOfGuestFileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestFileInfo>> {
+        match object { Object::ArrayOfGuestFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestFileInfo>>, Object> {
+        match object { Object::ArrayOfGuestFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestInfoNamespaceGenerationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestInfoNamespaceGenerationInfo>>) -> Object {
+        Object::ArrayOfGuestInfoNamespaceGenerationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestInfoNamespaceGenerationInfo>> {
+        match object { Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestInfoNamespaceGenerationInfo>>, Object> {
+        match object { Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestInfoVirtualDiskMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestInfoVirtualDiskMapping>>) -> Object {
+        Object::ArrayOfGuestInfoVirtualDiskMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestInfoVirtualDiskMapping>> {
+        match object { Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestInfoVirtualDiskMapping>>, Object> {
+        match object { Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestMappedAliases {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestMappedAliases>>) -> Object {
+        Object::ArrayOfGuestMappedAliases(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestMappedAliases>> {
+        match object { Object::ArrayOfGuestMappedAliases(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestMappedAliases>>, Object> {
+        match object { Object::ArrayOfGuestMappedAliases(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestNicInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestNicInfo>>) -> Object {
+        Object::ArrayOfGuestNicInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestNicInfo>> {
+        match object { Object::ArrayOfGuestNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestNicInfo>>, Object> {
+        match object { Object::ArrayOfGuestNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestOsDescriptor {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestOsDescriptor>>) -> Object {
+        Object::ArrayOfGuestOsDescriptor(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestOsDescriptor>> {
+        match object { Object::ArrayOfGuestOsDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestOsDescriptor>>, Object> {
+        match object { Object::ArrayOfGuestOsDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestProcessInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestProcessInfo>>) -> Object {
+        Object::ArrayOfGuestProcessInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestProcessInfo>> {
+        match object { Object::ArrayOfGuestProcessInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestProcessInfo>>, Object> {
+        match object { Object::ArrayOfGuestProcessInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestRegKeyRecordSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestRegKeyRecordSpec>>) -> Object {
+        Object::ArrayOfGuestRegKeyRecordSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestRegKeyRecordSpec>> {
+        match object { Object::ArrayOfGuestRegKeyRecordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestRegKeyRecordSpec>>, Object> {
+        match object { Object::ArrayOfGuestRegKeyRecordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestRegValueSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestRegValueSpec>>) -> Object {
+        Object::ArrayOfGuestRegValueSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestRegValueSpec>> {
+        match object { Object::ArrayOfGuestRegValueSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestRegValueSpec>>, Object> {
+        match object { Object::ArrayOfGuestRegValueSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for GuestStackInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<GuestStackInfo>>) -> Object {
+        Object::ArrayOfGuestStackInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<GuestStackInfo>> {
+        match object { Object::ArrayOfGuestStackInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<GuestStackInfo>>, Object> {
+        match object { Object::ArrayOfGuestStackInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HbrManagerVmReplicationCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HbrManagerVmReplicationCapability>>) -> Object {
+        Object::ArrayOfHbrManagerVmReplicationCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HbrManagerVmReplicationCapability>> {
+        match object { Object::ArrayOfHbrManagerVmReplicationCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HbrManagerVmReplicationCapability>>, Object> {
+        match object { Object::ArrayOfHbrManagerVmReplicationCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HbrTargetSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HbrTargetSpec>>) -> Object {
+        Object::ArrayOfHbrTargetSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HbrTargetSpec>> {
+        match object { Object::ArrayOfHbrTargetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HbrTargetSpec>>, Object> {
+        match object { Object::ArrayOfHbrTargetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HealthUpdate {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HealthUpdate>>) -> Object {
+        Object::ArrayOfHealthUpdate(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HealthUpdate>> {
+        match object { Object::ArrayOfHealthUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HealthUpdate>>, Object> {
+        match object { Object::ArrayOfHealthUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HealthUpdateInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HealthUpdateInfo>>) -> Object {
+        Object::ArrayOfHealthUpdateInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HealthUpdateInfo>> {
+        match object { Object::ArrayOfHealthUpdateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HealthUpdateInfo>>, Object> {
+        match object { Object::ArrayOfHealthUpdateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAccessControlEntry {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostAccessControlEntry>>) -> Object {
+        Object::ArrayOfHostAccessControlEntry(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostAccessControlEntry>> {
+        match object { Object::ArrayOfHostAccessControlEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostAccessControlEntry>>, Object> {
+        match object { Object::ArrayOfHostAccessControlEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyHostAccountSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyHostAccountSpec>>) -> Object {
+        Object::ArrayOfHostAccountSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyHostAccountSpec>> {
+        match object { Object::ArrayOfHostAccountSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyHostAccountSpec>>, Object> {
+        match object { Object::ArrayOfHostAccountSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostActiveDirectory {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostActiveDirectory>>) -> Object {
+        Object::ArrayOfHostActiveDirectory(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostActiveDirectory>> {
+        match object { Object::ArrayOfHostActiveDirectory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostActiveDirectory>>, Object> {
+        match object { Object::ArrayOfHostActiveDirectory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAssignableHardwareBinding {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostAssignableHardwareBinding>>) -> Object {
+        Object::ArrayOfHostAssignableHardwareBinding(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostAssignableHardwareBinding>> {
+        match object { Object::ArrayOfHostAssignableHardwareBinding(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostAssignableHardwareBinding>>, Object> {
+        match object { Object::ArrayOfHostAssignableHardwareBinding(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAssignableHardwareConfigAttributeOverride {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostAssignableHardwareConfigAttributeOverride>>) -> Object {
+        Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostAssignableHardwareConfigAttributeOverride>> {
+        match object { Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostAssignableHardwareConfigAttributeOverride>>, Object> {
+        match object { Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAuthenticationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostAuthenticationInfo>>) -> Object {
+        Object::ArrayOfHostAuthenticationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostAuthenticationInfo>> {
+        match object { Object::ArrayOfHostAuthenticationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostAuthenticationInfo>>, Object> {
+        match object { Object::ArrayOfHostAuthenticationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostAuthenticationStoreInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyHostAuthenticationStoreInfo>>) -> Object {
+        Object::ArrayOfHostAuthenticationStoreInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyHostAuthenticationStoreInfo>> {
+        match object { Object::ArrayOfHostAuthenticationStoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyHostAuthenticationStoreInfo>>, Object> {
+        match object { Object::ArrayOfHostAuthenticationStoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostBootDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostBootDevice>>) -> Object {
+        Object::ArrayOfHostBootDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostBootDevice>> {
+        match object { Object::ArrayOfHostBootDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostBootDevice>>, Object> {
+        match object { Object::ArrayOfHostBootDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCacheConfigurationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostCacheConfigurationInfo>>) -> Object {
+        Object::ArrayOfHostCacheConfigurationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostCacheConfigurationInfo>> {
+        match object { Object::ArrayOfHostCacheConfigurationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostCacheConfigurationInfo>>, Object> {
+        match object { Object::ArrayOfHostCacheConfigurationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCertificateManagerCertificateInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostCertificateManagerCertificateInfo>>) -> Object {
+        Object::ArrayOfHostCertificateManagerCertificateInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostCertificateManagerCertificateInfo>> {
+        match object { Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostCertificateManagerCertificateInfo>>, Object> {
+        match object { Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyHostConnectInfoNetworkInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyHostConnectInfoNetworkInfo>>) -> Object {
+        Object::ArrayOfHostConnectInfoNetworkInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyHostConnectInfoNetworkInfo>> {
+        match object { Object::ArrayOfHostConnectInfoNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyHostConnectInfoNetworkInfo>>, Object> {
+        match object { Object::ArrayOfHostConnectInfoNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostConnectSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostConnectSpec>>) -> Object {
+        Object::ArrayOfHostConnectSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostConnectSpec>> {
+        match object { Object::ArrayOfHostConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostConnectSpec>>, Object> {
+        match object { Object::ArrayOfHostConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostCpuIdInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostCpuIdInfo>>) -> Object {
+        Object::ArrayOfHostCpuIdInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostCpuIdInfo>> {
+        match object { Object::ArrayOfHostCpuIdInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostCpuIdInfo>>, Object> {
+        match object { Object::ArrayOfHostCpuIdInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCpuPackage {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostCpuPackage>>) -> Object {
+        Object::ArrayOfHostCpuPackage(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostCpuPackage>> {
+        match object { Object::ArrayOfHostCpuPackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostCpuPackage>>, Object> {
+        match object { Object::ArrayOfHostCpuPackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostDatastoreBrowserSearchResults {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostDatastoreBrowserSearchResults>>) -> Object {
+        Object::ArrayOfHostDatastoreBrowserSearchResults(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostDatastoreBrowserSearchResults>> {
+        match object { Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostDatastoreBrowserSearchResults>>, Object> {
+        match object { Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyHostDatastoreConnectInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyHostDatastoreConnectInfo>>) -> Object {
+        Object::ArrayOfHostDatastoreConnectInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyHostDatastoreConnectInfo>> {
+        match object { Object::ArrayOfHostDatastoreConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyHostDatastoreConnectInfo>>, Object> {
+        match object { Object::ArrayOfHostDatastoreConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostDatastoreSystemDatastoreResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostDatastoreSystemDatastoreResult>>) -> Object {
+        Object::ArrayOfHostDatastoreSystemDatastoreResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostDatastoreSystemDatastoreResult>> {
+        match object { Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostDatastoreSystemDatastoreResult>>, Object> {
+        match object { Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDateTimeSystemTimeZone {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostDateTimeSystemTimeZone>>) -> Object {
+        Object::ArrayOfHostDateTimeSystemTimeZone(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostDateTimeSystemTimeZone>> {
+        match object { Object::ArrayOfHostDateTimeSystemTimeZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostDateTimeSystemTimeZone>>, Object> {
+        match object { Object::ArrayOfHostDateTimeSystemTimeZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDhcpService {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostDhcpService>>) -> Object {
+        Object::ArrayOfHostDhcpService(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostDhcpService>> {
+        match object { Object::ArrayOfHostDhcpService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostDhcpService>>, Object> {
+        match object { Object::ArrayOfHostDhcpService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDhcpServiceConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostDhcpServiceConfig>>) -> Object {
+        Object::ArrayOfHostDhcpServiceConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostDhcpServiceConfig>> {
+        match object { Object::ArrayOfHostDhcpServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostDhcpServiceConfig>>, Object> {
+        match object { Object::ArrayOfHostDhcpServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDiagnosticPartition {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostDiagnosticPartition>>) -> Object {
+        Object::ArrayOfHostDiagnosticPartition(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostDiagnosticPartition>> {
+        match object { Object::ArrayOfHostDiagnosticPartition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostDiagnosticPartition>>, Object> {
+        match object { Object::ArrayOfHostDiagnosticPartition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,134 +6,90 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::array(x::Name(0x1fed13), 0), // ArrayOfFileLockInfo
-        x::TypeEntry::array(x::Name(0x200110), 1), // ArrayOfFileQuery
-        x::TypeEntry::array(x::Name(0x201224), 2), // ArrayOfFirewallProfileRulesetProfile
-        x::TypeEntry::array(x::Name(0x20371d), 3), // ArrayOfFolderFailedHostResult
-        x::TypeEntry::array(x::Name(0x205518), 4), // ArrayOfFolderNewHostSpec
-        x::TypeEntry::array(x::Name(0x206e13), 5), // ArrayOfGuestAliases
-        x::TypeEntry::array(x::Name(0x208219), 6), // ArrayOfGuestAuthAliasInfo
-        x::TypeEntry::array(x::Name(0x209c17), 7), // ArrayOfGuestAuthSubject
-        x::TypeEntry::array(x::Name(0x20b414), 8), // ArrayOfGuestDiskInfo
-        x::TypeEntry::array(x::Name(0x20c914), 9), // ArrayOfGuestFileInfo
-        x::TypeEntry::array(x::Name(0x20de27), 10), // ArrayOfGuestInfoNamespaceGenerationInfo
-        x::TypeEntry::array(x::Name(0x210622), 11), // ArrayOfGuestInfoVirtualDiskMapping
-        x::TypeEntry::array(x::Name(0x212919), 12), // ArrayOfGuestMappedAliases
-        x::TypeEntry::array(x::Name(0x214313), 13), // ArrayOfGuestNicInfo
-        x::TypeEntry::array(x::Name(0x215718), 14), // ArrayOfGuestOsDescriptor
-        x::TypeEntry::array(x::Name(0x217017), 15), // ArrayOfGuestProcessInfo
-        x::TypeEntry::array(x::Name(0x21881c), 16), // ArrayOfGuestRegKeyRecordSpec
-        x::TypeEntry::array(x::Name(0x21a518), 17), // ArrayOfGuestRegValueSpec
-        x::TypeEntry::array(x::Name(0x21be15), 18), // ArrayOfGuestStackInfo
-        x::TypeEntry::array(x::Name(0x21d428), 19), // ArrayOfHbrManagerVmReplicationCapability
-        x::TypeEntry::array(x::Name(0x21fd14), 20), // ArrayOfHbrTargetSpec
-        x::TypeEntry::array(x::Name(0x221213), 21), // ArrayOfHealthUpdate
-        x::TypeEntry::array(x::Name(0x222617), 22), // ArrayOfHealthUpdateInfo
-        x::TypeEntry::array(x::Name(0x223e1d), 23), // ArrayOfHostAccessControlEntry
-        x::TypeEntry::array(x::Name(0x225c16), 24), // ArrayOfHostAccountSpec
-        x::TypeEntry::array(x::Name(0x22731a), 25), // ArrayOfHostActiveDirectory
-        x::TypeEntry::array(x::Name(0x228e24), 26), // ArrayOfHostAssignableHardwareBinding
-        x::TypeEntry::array(x::Name(0x22b334), 27), // ArrayOfHostAssignableHardwareConfigAttributeOverride
-        x::TypeEntry::array(x::Name(0x22e81d), 28), // ArrayOfHostAuthenticationInfo
-        x::TypeEntry::array(x::Name(0x230622), 29), // ArrayOfHostAuthenticationStoreInfo
-        x::TypeEntry::array(x::Name(0x232915), 30), // ArrayOfHostBootDevice
-        x::TypeEntry::array(x::Name(0x233f21), 31), // ArrayOfHostCacheConfigurationInfo
-        x::TypeEntry::array(x::Name(0x23612c), 32), // ArrayOfHostCertificateManagerCertificateInfo
-        x::TypeEntry::array(x::Name(0x238e21), 33), // ArrayOfHostConnectInfoNetworkInfo
-        x::TypeEntry::array(x::Name(0x23b016), 34), // ArrayOfHostConnectSpec
-        x::TypeEntry::array(x::Name(0x23c714), 35), // ArrayOfHostCpuIdInfo
-        x::TypeEntry::array(x::Name(0x23dc15), 36), // ArrayOfHostCpuPackage
-        x::TypeEntry::array(x::Name(0x23f228), 37), // ArrayOfHostDatastoreBrowserSearchResults
-        x::TypeEntry::array(x::Name(0x241b1f), 38), // ArrayOfHostDatastoreConnectInfo
-        x::TypeEntry::array(x::Name(0x243b29), 39), // ArrayOfHostDatastoreSystemDatastoreResult
-        x::TypeEntry::array(x::Name(0x246521), 40), // ArrayOfHostDateTimeSystemTimeZone
-        x::TypeEntry::array(x::Name(0x248716), 41), // ArrayOfHostDhcpService
-        x::TypeEntry::array(x::Name(0x249e1c), 42), // ArrayOfHostDhcpServiceConfig
-        x::TypeEntry::array(x::Name(0x24bb1e), 43), // ArrayOfHostDiagnosticPartition
-        x::TypeEntry::array(x::Name(0x24da2a), 44), // ArrayOfHostDiagnosticPartitionCreateOption
-        x::TypeEntry::array(x::Name(0x250522), 45), // ArrayOfHostDiskConfigurationResult
-        x::TypeEntry::array(x::Name(0x252825), 46), // ArrayOfHostDiskMappingPartitionOption
-        x::TypeEntry::array(x::Name(0x254e22), 47), // ArrayOfHostDiskPartitionAttributes
-        x::TypeEntry::array(x::Name(0x257122), 48), // ArrayOfHostDiskPartitionBlockRange
-        x::TypeEntry::array(x::Name(0x25941c), 49), // ArrayOfHostDiskPartitionInfo
-        x::TypeEntry::array(x::Name(0x25b113), 50), // ArrayOfHostDvxClass
-        x::TypeEntry::array(x::Name(0x25c518), 51), // ArrayOfHostEventArgument
-        x::TypeEntry::array(x::Name(0x25de1c), 52), // ArrayOfHostFeatureCapability
-        x::TypeEntry::array(x::Name(0x25fb16), 53), // ArrayOfHostFeatureMask
-        x::TypeEntry::array(x::Name(0x26121d), 54), // ArrayOfHostFeatureVersionInfo
-        x::TypeEntry::array(x::Name(0x26301e), 55), // ArrayOfHostFileSystemMountInfo
-        x::TypeEntry::array(x::Name(0x264f26), 56), // ArrayOfHostFirewallConfigRuleSetConfig
-        x::TypeEntry::array(x::Name(0x267617), 57), // ArrayOfHostFirewallRule
-        x::TypeEntry::array(x::Name(0x268e1a), 58), // ArrayOfHostFirewallRuleset
-        x::TypeEntry::array(x::Name(0x26a923), 59), // ArrayOfHostFirewallRulesetIpNetwork
-        x::TypeEntry::array(x::Name(0x26cd23), 60), // ArrayOfHostGraphicsConfigDeviceType
-        x::TypeEntry::array(x::Name(0x26f117), 61), // ArrayOfHostGraphicsInfo
-        x::TypeEntry::array(x::Name(0x27091e), 62), // ArrayOfHostHardwareElementInfo
-        x::TypeEntry::array(x::Name(0x272819), 63), // ArrayOfHostHostBusAdapter
-        x::TypeEntry::array(x::Name(0x27422a), 64), // ArrayOfHostInternetScsiHbaIscsiIpv6Address
-        x::TypeEntry::array(x::Name(0x276d24), 65), // ArrayOfHostInternetScsiHbaParamValue
-        x::TypeEntry::array(x::Name(0x279224), 66), // ArrayOfHostInternetScsiHbaSendTarget
-        x::TypeEntry::array(x::Name(0x27b726), 67), // ArrayOfHostInternetScsiHbaStaticTarget
-        x::TypeEntry::array(x::Name(0x27de17), 68), // ArrayOfHostIoFilterInfo
-        x::TypeEntry::array(x::Name(0x27f61e), 69), // ArrayOfHostIpConfigIpV6Address
-        x::TypeEntry::array(x::Name(0x281517), 70), // ArrayOfHostIpRouteEntry
-        x::TypeEntry::array(x::Name(0x282d14), 71), // ArrayOfHostIpRouteOp
-        x::TypeEntry::array(x::Name(0x284234), 72), // ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec
-        x::TypeEntry::array(x::Name(0x287736), 73), // ArrayOfHostLowLevelProvisioningManagerFileDeleteResult
-        x::TypeEntry::array(x::Name(0x28ae34), 74), // ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec
-        x::TypeEntry::array(x::Name(0x28e337), 75), // ArrayOfHostLowLevelProvisioningManagerFileReserveResult
-        x::TypeEntry::array(x::Name(0x291b35), 76), // ArrayOfHostLowLevelProvisioningManagerFileReserveSpec
-        x::TypeEntry::array(x::Name(0x295138), 77), // ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec
-        x::TypeEntry::array(x::Name(0x298a22), 78), // ArrayOfHostMemberHealthCheckResult
-        x::TypeEntry::array(x::Name(0x29ad1c), 79), // ArrayOfHostMemberRuntimeInfo
-        x::TypeEntry::array(x::Name(0x29ca19), 80), // ArrayOfHostMemoryTierInfo
+        x::TypeEntry::array(x::Name(0x24da2a), 0), // ArrayOfHostDiagnosticPartitionCreateOption
+        x::TypeEntry::array(x::Name(0x250522), 1), // ArrayOfHostDiskConfigurationResult
+        x::TypeEntry::array(x::Name(0x252825), 2), // ArrayOfHostDiskMappingPartitionOption
+        x::TypeEntry::array(x::Name(0x254e22), 3), // ArrayOfHostDiskPartitionAttributes
+        x::TypeEntry::array(x::Name(0x257122), 4), // ArrayOfHostDiskPartitionBlockRange
+        x::TypeEntry::array(x::Name(0x25941c), 5), // ArrayOfHostDiskPartitionInfo
+        x::TypeEntry::array(x::Name(0x25b113), 6), // ArrayOfHostDvxClass
+        x::TypeEntry::array(x::Name(0x25c518), 7), // ArrayOfHostEventArgument
+        x::TypeEntry::array(x::Name(0x25de1c), 8), // ArrayOfHostFeatureCapability
+        x::TypeEntry::array(x::Name(0x25fb16), 9), // ArrayOfHostFeatureMask
+        x::TypeEntry::array(x::Name(0x26121d), 10), // ArrayOfHostFeatureVersionInfo
+        x::TypeEntry::array(x::Name(0x26301e), 11), // ArrayOfHostFileSystemMountInfo
+        x::TypeEntry::array(x::Name(0x264f26), 12), // ArrayOfHostFirewallConfigRuleSetConfig
+        x::TypeEntry::array(x::Name(0x267617), 13), // ArrayOfHostFirewallRule
+        x::TypeEntry::array(x::Name(0x268e1a), 14), // ArrayOfHostFirewallRuleset
+        x::TypeEntry::array(x::Name(0x26a923), 15), // ArrayOfHostFirewallRulesetIpNetwork
+        x::TypeEntry::array(x::Name(0x26cd23), 16), // ArrayOfHostGraphicsConfigDeviceType
+        x::TypeEntry::array(x::Name(0x26f117), 17), // ArrayOfHostGraphicsInfo
+        x::TypeEntry::array(x::Name(0x27091e), 18), // ArrayOfHostHardwareElementInfo
+        x::TypeEntry::array(x::Name(0x272819), 19), // ArrayOfHostHostBusAdapter
+        x::TypeEntry::array(x::Name(0x27422a), 20), // ArrayOfHostInternetScsiHbaIscsiIpv6Address
+        x::TypeEntry::array(x::Name(0x276d24), 21), // ArrayOfHostInternetScsiHbaParamValue
+        x::TypeEntry::array(x::Name(0x279224), 22), // ArrayOfHostInternetScsiHbaSendTarget
+        x::TypeEntry::array(x::Name(0x27b726), 23), // ArrayOfHostInternetScsiHbaStaticTarget
+        x::TypeEntry::array(x::Name(0x27de17), 24), // ArrayOfHostIoFilterInfo
+        x::TypeEntry::array(x::Name(0x27f61e), 25), // ArrayOfHostIpConfigIpV6Address
+        x::TypeEntry::array(x::Name(0x281517), 26), // ArrayOfHostIpRouteEntry
+        x::TypeEntry::array(x::Name(0x282d14), 27), // ArrayOfHostIpRouteOp
+        x::TypeEntry::array(x::Name(0x284234), 28), // ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec
+        x::TypeEntry::array(x::Name(0x287736), 29), // ArrayOfHostLowLevelProvisioningManagerFileDeleteResult
+        x::TypeEntry::array(x::Name(0x28ae34), 30), // ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec
+        x::TypeEntry::array(x::Name(0x28e337), 31), // ArrayOfHostLowLevelProvisioningManagerFileReserveResult
+        x::TypeEntry::array(x::Name(0x291b35), 32), // ArrayOfHostLowLevelProvisioningManagerFileReserveSpec
+        x::TypeEntry::array(x::Name(0x295138), 33), // ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec
+        x::TypeEntry::array(x::Name(0x298a22), 34), // ArrayOfHostMemberHealthCheckResult
+        x::TypeEntry::array(x::Name(0x29ad1c), 35), // ArrayOfHostMemberRuntimeInfo
+        x::TypeEntry::array(x::Name(0x29ca19), 36), // ArrayOfHostMemoryTierInfo
+        x::TypeEntry::array(x::Name(0x29e423), 37), // ArrayOfHostMultipathInfoLogicalUnit
+        x::TypeEntry::array(x::Name(0x2a081c), 38), // ArrayOfHostMultipathInfoPath
+        x::TypeEntry::array(x::Name(0x2a2521), 39), // ArrayOfHostMultipathStateInfoPath
+        x::TypeEntry::array(x::Name(0x2a471a), 40), // ArrayOfHostNasVolumeConfig
+        x::TypeEntry::array(x::Name(0x2a6215), 41), // ArrayOfHostNatService
+        x::TypeEntry::array(x::Name(0x2a781b), 42), // ArrayOfHostNatServiceConfig
+        x::TypeEntry::array(x::Name(0x2a9424), 43), // ArrayOfHostNatServicePortForwardSpec
+        x::TypeEntry::array(x::Name(0x2ab91b), 44), // ArrayOfHostNetStackInstance
+        x::TypeEntry::array(x::Name(0x2ad524), 45), // ArrayOfHostNetworkConfigNetStackSpec
+        x::TypeEntry::array(x::Name(0x2afa13), 46), // ArrayOfHostNumaNode
+        x::TypeEntry::array(x::Name(0x2b0e1c), 47), // ArrayOfHostNumericSensorInfo
+        x::TypeEntry::array(x::Name(0x2b2b1a), 48), // ArrayOfHostNvmeConnectSpec
+        x::TypeEntry::array(x::Name(0x2b4619), 49), // ArrayOfHostNvmeController
+        x::TypeEntry::array(x::Name(0x2b601d), 50), // ArrayOfHostNvmeDisconnectSpec
+        x::TypeEntry::array(x::Name(0x2b7e20), 51), // ArrayOfHostNvmeDiscoveryLogEntry
+        x::TypeEntry::array(x::Name(0x2b9f18), 52), // ArrayOfHostNvmeNamespace
+        x::TypeEntry::array(x::Name(0x2bb820), 53), // ArrayOfHostNvmeTopologyInterface
+        x::TypeEntry::array(x::Name(0x2bd91c), 54), // ArrayOfHostOpaqueNetworkInfo
+        x::TypeEntry::array(x::Name(0x2bf617), 55), // ArrayOfHostOpaqueSwitch
+        x::TypeEntry::array(x::Name(0x2c0e26), 56), // ArrayOfHostOpaqueSwitchPhysicalNicZone
+        x::TypeEntry::array(x::Name(0x2c352c), 57), // ArrayOfHostPartialMaintenanceModeRuntimeInfo
+        x::TypeEntry::array(x::Name(0x2c621d), 58), // ArrayOfHostPatchManagerStatus
+        x::TypeEntry::array(x::Name(0x2c802e), 59), // ArrayOfHostPatchManagerStatusPrerequisitePatch
+        x::TypeEntry::array(x::Name(0x2caf24), 60), // ArrayOfHostPathSelectionPolicyOption
+        x::TypeEntry::array(x::Name(0x2cd414), 61), // ArrayOfHostPciDevice
+        x::TypeEntry::array(x::Name(0x2ce91c), 62), // ArrayOfHostPciPassthruConfig
+        x::TypeEntry::array(x::Name(0x2d061a), 63), // ArrayOfHostPciPassthruInfo
+        x::TypeEntry::array(x::Name(0x2d2125), 64), // ArrayOfHostPlacedVirtualNicIdentifier
+        x::TypeEntry::array(x::Name(0x2d4723), 65), // ArrayOfHostPlugStoreTopologyAdapter
+        x::TypeEntry::array(x::Name(0x2d6b22), 66), // ArrayOfHostPlugStoreTopologyDevice
+        x::TypeEntry::array(x::Name(0x2d8e20), 67), // ArrayOfHostPlugStoreTopologyPath
+        x::TypeEntry::array(x::Name(0x2daf22), 68), // ArrayOfHostPlugStoreTopologyPlugin
+        x::TypeEntry::array(x::Name(0x2dd222), 69), // ArrayOfHostPlugStoreTopologyTarget
+        x::TypeEntry::array(x::Name(0x2df522), 70), // ArrayOfHostPnicNetworkResourceInfo
+        x::TypeEntry::array(x::Name(0x2e1814), 71), // ArrayOfHostPortGroup
+        x::TypeEntry::array(x::Name(0x2e2d1a), 72), // ArrayOfHostPortGroupConfig
+        x::TypeEntry::array(x::Name(0x2e4818), 73), // ArrayOfHostPortGroupPort
+        x::TypeEntry::array(x::Name(0x2e611b), 74), // ArrayOfHostPortGroupProfile
+        x::TypeEntry::array(x::Name(0x2e7d16), 75), // ArrayOfHostPowerPolicy
+        x::TypeEntry::array(x::Name(0x2e9437), 76), // ArrayOfHostProfileManagerCompositionResultResultElement
+        x::TypeEntry::array(x::Name(0x2ecc41), 77), // ArrayOfHostProfileManagerCompositionValidationResultResultElement
+        x::TypeEntry::array(x::Name(0x2f0e27), 78), // ArrayOfHostProfilesEntityCustomizations
+        x::TypeEntry::array(x::Name(0x2f361b), 79), // ArrayOfHostProtocolEndpoint
+        x::TypeEntry::array(x::Name(0x2f5216), 80), // ArrayOfHostProxySwitch
     ],
     decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0xcb4c0c), x::Name(0xcb4c0c)), // FileLockInfo: FileLockInfo
-        x::FieldEntry::repeated(x::Name(0xcba409), x::Name(0xcba409)), // FileQuery: FileQuery
-        x::FieldEntry::repeated(x::Name(0xcd741d), x::Name(0xcd741d)), // FirewallProfileRulesetProfile: FirewallProfileRulesetProfile
-        x::FieldEntry::repeated(x::Name(0xce8416), x::Name(0xce8416)), // FolderFailedHostResult: FolderFailedHostResult
-        x::FieldEntry::repeated(x::Name(0xceba11), x::Name(0xceba11)), // FolderNewHostSpec: FolderNewHostSpec
-        x::FieldEntry::repeated(x::Name(0xd4030c), x::Name(0xd4030c)), // GuestAliases: GuestAliases
-        x::FieldEntry::repeated(x::Name(0xd41012), x::Name(0xd41012)), // GuestAuthAliasInfo: GuestAuthAliasInfo
-        x::FieldEntry::repeated(x::Name(0xd44d10), x::Name(0xd44d10)), // GuestAuthSubject: GuestAuthSubject
-        x::FieldEntry::repeated(x::Name(0xd4a80d), x::Name(0xd4a80d)), // GuestDiskInfo: GuestDiskInfo
-        x::FieldEntry::repeated(x::Name(0xd4ca0d), x::Name(0xd4ca0d)), // GuestFileInfo: GuestFileInfo
-        x::FieldEntry::repeated(x::Name(0xd53e20), x::Name(0xd53e20)), // GuestInfoNamespaceGenerationInfo: GuestInfoNamespaceGenerationInfo
-        x::FieldEntry::repeated(x::Name(0xd55f1b), x::Name(0xd55f1b)), // GuestInfoVirtualDiskMapping: GuestInfoVirtualDiskMapping
-        x::FieldEntry::repeated(x::Name(0xd58d12), x::Name(0xd58d12)), // GuestMappedAliases: GuestMappedAliases
-        x::FieldEntry::repeated(x::Name(0xd5b60c), x::Name(0xd5b60c)), // GuestNicInfo: GuestNicInfo
-        x::FieldEntry::repeated(x::Name(0xd5f311), x::Name(0xd5f311)), // GuestOsDescriptor: GuestOsDescriptor
-        x::FieldEntry::repeated(x::Name(0xd67010), x::Name(0xd67010)), // GuestProcessInfo: GuestProcessInfo
-        x::FieldEntry::repeated(x::Name(0xd6dc15), x::Name(0xd6dc15)), // GuestRegKeyRecordSpec: GuestRegKeyRecordSpec
-        x::FieldEntry::repeated(x::Name(0xd7c211), x::Name(0xd7c211)), // GuestRegValueSpec: GuestRegValueSpec
-        x::FieldEntry::repeated(x::Name(0xd8c80e), x::Name(0xd8c80e)), // GuestStackInfo: GuestStackInfo
-        x::FieldEntry::repeated(x::Name(0xd9f021), x::Name(0xd9f021)), // HbrManagerVmReplicationCapability: HbrManagerVmReplicationCapability
-        x::FieldEntry::repeated(x::Name(0xda2b0d), x::Name(0xda2b0d)), // HbrTargetSpec: HbrTargetSpec
-        x::FieldEntry::repeated(x::Name(0xda7f0c), x::Name(0xda7f0c)), // HealthUpdate: HealthUpdate
-        x::FieldEntry::repeated(x::Name(0xda8c10), x::Name(0xda8c10)), // HealthUpdateInfo: HealthUpdateInfo
-        x::FieldEntry::repeated(x::Name(0xdadd16), x::Name(0xdadd16)), // HostAccessControlEntry: HostAccessControlEntry
-        x::FieldEntry::repeated(x::Name(0xdb2a0f), x::Name(0xdb2a0f)), // HostAccountSpec: HostAccountSpec
-        x::FieldEntry::repeated(x::Name(0xdb3a13), x::Name(0xdb3a13)), // HostActiveDirectory: HostActiveDirectory
-        x::FieldEntry::repeated(x::Name(0xdc3d1d), x::Name(0xdc3d1d)), // HostAssignableHardwareBinding: HostAssignableHardwareBinding
-        x::FieldEntry::repeated(x::Name(0xdc782d), x::Name(0xdc782d)), // HostAssignableHardwareConfigAttributeOverride: HostAssignableHardwareConfigAttributeOverride
-        x::FieldEntry::repeated(x::Name(0xdca616), x::Name(0xdca616)), // HostAuthenticationInfo: HostAuthenticationInfo
-        x::FieldEntry::repeated(x::Name(0xdcdb1b), x::Name(0xdcdb1b)), // HostAuthenticationStoreInfo: HostAuthenticationStoreInfo
-        x::FieldEntry::repeated(x::Name(0xdd6f0e), x::Name(0xdd6f0e)), // HostBootDevice: HostBootDevice
-        x::FieldEntry::repeated(x::Name(0xdd911a), x::Name(0xdd911a)), // HostCacheConfigurationInfo: HostCacheConfigurationInfo
-        x::FieldEntry::repeated(x::Name(0xde6325), x::Name(0xde6325)), // HostCertificateManagerCertificateInfo: HostCertificateManagerCertificateInfo
-        x::FieldEntry::repeated(x::Name(0xe2741a), x::Name(0xe2741a)), // HostConnectInfoNetworkInfo: HostConnectInfoNetworkInfo
-        x::FieldEntry::repeated(x::Name(0xe28f0f), x::Name(0xe28f0f)), // HostConnectSpec: HostConnectSpec
-        x::FieldEntry::repeated(x::Name(0xe2ca0d), x::Name(0xe2ca0d)), // HostCpuIdInfo: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0xe2e40e), x::Name(0xe2e40e)), // HostCpuPackage: HostCpuPackage
-        x::FieldEntry::repeated(x::Name(0xe49421), x::Name(0xe49421)), // HostDatastoreBrowserSearchResults: HostDatastoreBrowserSearchResults
-        x::FieldEntry::repeated(x::Name(0xe4d518), x::Name(0xe4d518)), // HostDatastoreConnectInfo: HostDatastoreConnectInfo
-        x::FieldEntry::repeated(x::Name(0xe55222), x::Name(0xe55222)), // HostDatastoreSystemDatastoreResult: HostDatastoreSystemDatastoreResult
-        x::FieldEntry::repeated(x::Name(0xe5fb1a), x::Name(0xe5fb1a)), // HostDateTimeSystemTimeZone: HostDateTimeSystemTimeZone
-        x::FieldEntry::repeated(x::Name(0xe67e0f), x::Name(0xe67e0f)), // HostDhcpService: HostDhcpService
-        x::FieldEntry::repeated(x::Name(0xe68e15), x::Name(0xe68e15)), // HostDhcpServiceConfig: HostDhcpServiceConfig
-        x::FieldEntry::repeated(x::Name(0xe6b817), x::Name(0xe6b817)), // HostDiagnosticPartition: HostDiagnosticPartition
         x::FieldEntry::repeated(x::Name(0xe6f923), x::Name(0xe6f923)), // HostDiagnosticPartitionCreateOption: HostDiagnosticPartitionCreateOption
         x::FieldEntry::repeated(x::Name(0xe7d81b), x::Name(0xe7d81b)), // HostDiskConfigurationResult: HostDiskConfigurationResult
         x::FieldEntry::repeated(x::Name(0xe87a1e), x::Name(0xe87a1e)), // HostDiskMappingPartitionOption: HostDiskMappingPartitionOption
@@ -171,59 +127,151 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0xf9ea1b), x::Name(0xf9ea1b)), // HostMemberHealthCheckResult: HostMemberHealthCheckResult
         x::FieldEntry::repeated(x::Name(0xfa0615), x::Name(0xfa0615)), // HostMemberRuntimeInfo: HostMemberRuntimeInfo
         x::FieldEntry::repeated(x::Name(0xfa7312), x::Name(0xfa7312)), // HostMemoryTierInfo: HostMemoryTierInfo
+        x::FieldEntry::repeated(x::Name(0xfbb81c), x::Name(0xfbb81c)), // HostMultipathInfoLogicalUnit: HostMultipathInfoLogicalUnit
+        x::FieldEntry::repeated(x::Name(0xfc2b15), x::Name(0xfc2b15)), // HostMultipathInfoPath: HostMultipathInfoPath
+        x::FieldEntry::repeated(x::Name(0xfc581a), x::Name(0xfc581a)), // HostMultipathStateInfoPath: HostMultipathStateInfoPath
+        x::FieldEntry::repeated(x::Name(0xfc8113), x::Name(0xfc8113)), // HostNasVolumeConfig: HostNasVolumeConfig
+        x::FieldEntry::repeated(x::Name(0xfcd70e), x::Name(0xfcd70e)), // HostNatService: HostNatService
+        x::FieldEntry::repeated(x::Name(0xfce614), x::Name(0xfce614)), // HostNatServiceConfig: HostNatServiceConfig
+        x::FieldEntry::repeated(x::Name(0xfd191d), x::Name(0xfd191d)), // HostNatServicePortForwardSpec: HostNatServicePortForwardSpec
+        x::FieldEntry::repeated(x::Name(0xfd7914), x::Name(0xfd7914)), // HostNetStackInstance: HostNetStackInstance
+        x::FieldEntry::repeated(x::Name(0xfdf61d), x::Name(0xfdf61d)), // HostNetworkConfigNetStackSpec: HostNetworkConfigNetStackSpec
+        x::FieldEntry::repeated(x::Name(0xfff90c), x::Name(0xfff90c)), // HostNumaNode: HostNumaNode
+        x::FieldEntry::repeated(x::Name(0x1002315), x::Name(0x1002315)), // HostNumericSensorInfo: HostNumericSensorInfo
+        x::FieldEntry::repeated(x::Name(0x1004f13), x::Name(0x1004f13)), // HostNvmeConnectSpec: HostNvmeConnectSpec
+        x::FieldEntry::repeated(x::Name(0x1006312), x::Name(0x1006312)), // HostNvmeController: HostNvmeController
+        x::FieldEntry::repeated(x::Name(0x1007616), x::Name(0x1007616)), // HostNvmeDisconnectSpec: HostNvmeDisconnectSpec
+        x::FieldEntry::repeated(x::Name(0x100b719), x::Name(0x100b719)), // HostNvmeDiscoveryLogEntry: HostNvmeDiscoveryLogEntry
+        x::FieldEntry::repeated(x::Name(0x1011d11), x::Name(0x1011d11)), // HostNvmeNamespace: HostNvmeNamespace
+        x::FieldEntry::repeated(x::Name(0x101c719), x::Name(0x101c719)), // HostNvmeTopologyInterface: HostNvmeTopologyInterface
+        x::FieldEntry::repeated(x::Name(0x1024015), x::Name(0x1024015)), // HostOpaqueNetworkInfo: HostOpaqueNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x1025610), x::Name(0x1025610)), // HostOpaqueSwitch: HostOpaqueSwitch
+        x::FieldEntry::repeated(x::Name(0x102891f), x::Name(0x102891f)), // HostOpaqueSwitchPhysicalNicZone: HostOpaqueSwitchPhysicalNicZone
+        x::FieldEntry::repeated(x::Name(0x1032025), x::Name(0x1032025)), // HostPartialMaintenanceModeRuntimeInfo: HostPartialMaintenanceModeRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x1041416), x::Name(0x1041416)), // HostPatchManagerStatus: HostPatchManagerStatus
+        x::FieldEntry::repeated(x::Name(0x1042b27), x::Name(0x1042b27)), // HostPatchManagerStatusPrerequisitePatch: HostPatchManagerStatusPrerequisitePatch
+        x::FieldEntry::repeated(x::Name(0x104531d), x::Name(0x104531d)), // HostPathSelectionPolicyOption: HostPathSelectionPolicyOption
+        x::FieldEntry::repeated(x::Name(0x104710d), x::Name(0x104710d)), // HostPciDevice: HostPciDevice
+        x::FieldEntry::repeated(x::Name(0x1049b15), x::Name(0x1049b15)), // HostPciPassthruConfig: HostPciPassthruConfig
+        x::FieldEntry::repeated(x::Name(0x104b113), x::Name(0x104b113)), // HostPciPassthruInfo: HostPciPassthruInfo
+        x::FieldEntry::repeated(x::Name(0x1054d1e), x::Name(0x1054d1e)), // HostPlacedVirtualNicIdentifier: HostPlacedVirtualNicIdentifier
+        x::FieldEntry::repeated(x::Name(0x105821c), x::Name(0x105821c)), // HostPlugStoreTopologyAdapter: HostPlugStoreTopologyAdapter
+        x::FieldEntry::repeated(x::Name(0x1059f1b), x::Name(0x1059f1b)), // HostPlugStoreTopologyDevice: HostPlugStoreTopologyDevice
+        x::FieldEntry::repeated(x::Name(0x105bb19), x::Name(0x105bb19)), // HostPlugStoreTopologyPath: HostPlugStoreTopologyPath
+        x::FieldEntry::repeated(x::Name(0x105d51b), x::Name(0x105d51b)), // HostPlugStoreTopologyPlugin: HostPlugStoreTopologyPlugin
+        x::FieldEntry::repeated(x::Name(0x105f11b), x::Name(0x105f11b)), // HostPlugStoreTopologyTarget: HostPlugStoreTopologyTarget
+        x::FieldEntry::repeated(x::Name(0x1060d1b), x::Name(0x1060d1b)), // HostPnicNetworkResourceInfo: HostPnicNetworkResourceInfo
+        x::FieldEntry::repeated(x::Name(0x106290d), x::Name(0x106290d)), // HostPortGroup: HostPortGroup
+        x::FieldEntry::repeated(x::Name(0x1063713), x::Name(0x1063713)), // HostPortGroupConfig: HostPortGroupConfig
+        x::FieldEntry::repeated(x::Name(0x1064b11), x::Name(0x1064b11)), // HostPortGroupPort: HostPortGroupPort
+        x::FieldEntry::repeated(x::Name(0x1065d14), x::Name(0x1065d14)), // HostPortGroupProfile: HostPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x106c20f), x::Name(0x106c20f)), // HostPowerPolicy: HostPowerPolicy
+        x::FieldEntry::repeated(x::Name(0x107c830), x::Name(0x107c830)), // HostProfileManagerCompositionResultResultElement: HostProfileManagerCompositionResultResultElement
+        x::FieldEntry::repeated(x::Name(0x1085e3a), x::Name(0x1085e3a)), // HostProfileManagerCompositionValidationResultResultElement: HostProfileManagerCompositionValidationResultResultElement
+        x::FieldEntry::repeated(x::Name(0x109fe20), x::Name(0x109fe20)), // HostProfilesEntityCustomizations: HostProfilesEntityCustomizations
+        x::FieldEntry::repeated(x::Name(0x10a1f14), x::Name(0x10a1f14)), // HostProtocolEndpoint: HostProtocolEndpoint
+        x::FieldEntry::repeated(x::Name(0x10a780f), x::Name(0x10a780f)), // HostProxySwitch: HostProxySwitch
     ],
     values: &[
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskConfigurationResult(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskMappingPartitionOption(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionAttributes(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionBlockRange(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDvxClass(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostEventArgument(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureCapability(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureMask(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureVersionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFileSystemMountInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallConfigRuleSetConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRule(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostGraphicsConfigDeviceType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostGraphicsInfo(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostHardwareElementInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaParamValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaSendTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaStaticTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIoFilterInfo(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpConfigIpV6Address(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpRouteEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpRouteOp(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemberHealthCheckResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemberRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemoryTierInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathInfoLogicalUnit(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathInfoPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathStateInfoPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatServicePortForwardSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetStackInstance(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetworkConfigNetStackSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumaNode(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumericSensorInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeConnectSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeController(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDisconnectSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDiscoveryLogEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeNamespace(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeTopologyInterface(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueNetworkInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueSwitch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPatchManagerStatus(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPathSelectionPolicyOption(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruInfo(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlacedVirtualNicIdentifier(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyAdapter(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyPlugin(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyTarget(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPnicNetworkResourceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroup(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupPort(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPowerPolicy(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfileManagerCompositionResultResultElement(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfilesEntityCustomizations(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProtocolEndpoint(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitch(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ArrayOfFileLockInfo(Box<Vec<FileLockInfo>>),
-    ArrayOfFileQuery(Box<Vec<AnyFileQuery>>),
-    ArrayOfFirewallProfileRulesetProfile(Box<Vec<FirewallProfileRulesetProfile>>),
-    ArrayOfFolderFailedHostResult(Box<Vec<FolderFailedHostResult>>),
-    ArrayOfFolderNewHostSpec(Box<Vec<FolderNewHostSpec>>),
-    ArrayOfGuestAliases(Box<Vec<GuestAliases>>),
-    ArrayOfGuestAuthAliasInfo(Box<Vec<GuestAuthAliasInfo>>),
-    ArrayOfGuestAuthSubject(Box<Vec<AnyGuestAuthSubject>>),
-    ArrayOfGuestDiskInfo(Box<Vec<GuestDiskInfo>>),
-    ArrayOfGuestFileInfo(Box<Vec<GuestFileInfo>>),
-    ArrayOfGuestInfoNamespaceGenerationInfo(Box<Vec<GuestInfoNamespaceGenerationInfo>>),
-    ArrayOfGuestInfoVirtualDiskMapping(Box<Vec<GuestInfoVirtualDiskMapping>>),
-    ArrayOfGuestMappedAliases(Box<Vec<GuestMappedAliases>>),
-    ArrayOfGuestNicInfo(Box<Vec<GuestNicInfo>>),
-    ArrayOfGuestOsDescriptor(Box<Vec<GuestOsDescriptor>>),
-    ArrayOfGuestProcessInfo(Box<Vec<GuestProcessInfo>>),
-    ArrayOfGuestRegKeyRecordSpec(Box<Vec<GuestRegKeyRecordSpec>>),
-    ArrayOfGuestRegValueSpec(Box<Vec<GuestRegValueSpec>>),
-    ArrayOfGuestStackInfo(Box<Vec<GuestStackInfo>>),
-    ArrayOfHbrManagerVmReplicationCapability(Box<Vec<HbrManagerVmReplicationCapability>>),
-    ArrayOfHbrTargetSpec(Box<Vec<HbrTargetSpec>>),
-    #[cfg(feature = "admin")] ArrayOfHealthUpdate(Box<Vec<HealthUpdate>>),
-    #[cfg(feature = "admin")] ArrayOfHealthUpdateInfo(Box<Vec<HealthUpdateInfo>>),
-    #[cfg(feature = "admin")] ArrayOfHostAccessControlEntry(Box<Vec<HostAccessControlEntry>>),
-    ArrayOfHostAccountSpec(Box<Vec<AnyHostAccountSpec>>),
-    #[cfg(feature = "admin")] ArrayOfHostActiveDirectory(Box<Vec<HostActiveDirectory>>),
-    #[cfg(feature = "admin")] ArrayOfHostAssignableHardwareBinding(Box<Vec<HostAssignableHardwareBinding>>),
-    #[cfg(feature = "admin")] ArrayOfHostAssignableHardwareConfigAttributeOverride(Box<Vec<HostAssignableHardwareConfigAttributeOverride>>),
-    #[cfg(feature = "admin")] ArrayOfHostAuthenticationInfo(Box<Vec<HostAuthenticationInfo>>),
-    #[cfg(feature = "admin")] ArrayOfHostAuthenticationStoreInfo(Box<Vec<AnyHostAuthenticationStoreInfo>>),
-    #[cfg(feature = "admin")] ArrayOfHostBootDevice(Box<Vec<HostBootDevice>>),
-    #[cfg(feature = "admin")] ArrayOfHostCacheConfigurationInfo(Box<Vec<HostCacheConfigurationInfo>>),
-    #[cfg(feature = "admin")] ArrayOfHostCertificateManagerCertificateInfo(Box<Vec<HostCertificateManagerCertificateInfo>>),
-    ArrayOfHostConnectInfoNetworkInfo(Box<Vec<AnyHostConnectInfoNetworkInfo>>),
-    ArrayOfHostConnectSpec(Box<Vec<HostConnectSpec>>),
-    ArrayOfHostCpuIdInfo(Box<Vec<HostCpuIdInfo>>),
-    #[cfg(feature = "admin")] ArrayOfHostCpuPackage(Box<Vec<HostCpuPackage>>),
-    ArrayOfHostDatastoreBrowserSearchResults(Box<Vec<HostDatastoreBrowserSearchResults>>),
-    ArrayOfHostDatastoreConnectInfo(Box<Vec<AnyHostDatastoreConnectInfo>>),
-    ArrayOfHostDatastoreSystemDatastoreResult(Box<Vec<HostDatastoreSystemDatastoreResult>>),
-    #[cfg(feature = "admin")] ArrayOfHostDateTimeSystemTimeZone(Box<Vec<HostDateTimeSystemTimeZone>>),
-    #[cfg(feature = "admin")] ArrayOfHostDhcpService(Box<Vec<HostDhcpService>>),
-    #[cfg(feature = "admin")] ArrayOfHostDhcpServiceConfig(Box<Vec<HostDhcpServiceConfig>>),
-    #[cfg(feature = "admin")] ArrayOfHostDiagnosticPartition(Box<Vec<HostDiagnosticPartition>>),
     #[cfg(feature = "admin")] ArrayOfHostDiagnosticPartitionCreateOption(Box<Vec<HostDiagnosticPartitionCreateOption>>),
     ArrayOfHostDiskConfigurationResult(Box<Vec<HostDiskConfigurationResult>>),
     ArrayOfHostDiskMappingPartitionOption(Box<Vec<HostDiskMappingPartitionOption>>),
@@ -261,6 +309,50 @@ pub enum Object {
     ArrayOfHostMemberHealthCheckResult(Box<Vec<AnyHostMemberHealthCheckResult>>),
     #[cfg(feature = "admin")] ArrayOfHostMemberRuntimeInfo(Box<Vec<HostMemberRuntimeInfo>>),
     #[cfg(feature = "admin")] ArrayOfHostMemoryTierInfo(Box<Vec<HostMemoryTierInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostMultipathInfoLogicalUnit(Box<Vec<HostMultipathInfoLogicalUnit>>),
+    #[cfg(feature = "admin")] ArrayOfHostMultipathInfoPath(Box<Vec<HostMultipathInfoPath>>),
+    #[cfg(feature = "admin")] ArrayOfHostMultipathStateInfoPath(Box<Vec<HostMultipathStateInfoPath>>),
+    #[cfg(feature = "admin")] ArrayOfHostNasVolumeConfig(Box<Vec<HostNasVolumeConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostNatService(Box<Vec<HostNatService>>),
+    #[cfg(feature = "admin")] ArrayOfHostNatServiceConfig(Box<Vec<HostNatServiceConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostNatServicePortForwardSpec(Box<Vec<HostNatServicePortForwardSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostNetStackInstance(Box<Vec<HostNetStackInstance>>),
+    #[cfg(feature = "admin")] ArrayOfHostNetworkConfigNetStackSpec(Box<Vec<HostNetworkConfigNetStackSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostNumaNode(Box<Vec<HostNumaNode>>),
+    ArrayOfHostNumericSensorInfo(Box<Vec<HostNumericSensorInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeConnectSpec(Box<Vec<HostNvmeConnectSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeController(Box<Vec<HostNvmeController>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeDisconnectSpec(Box<Vec<HostNvmeDisconnectSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeDiscoveryLogEntry(Box<Vec<HostNvmeDiscoveryLogEntry>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeNamespace(Box<Vec<HostNvmeNamespace>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeTopologyInterface(Box<Vec<HostNvmeTopologyInterface>>),
+    #[cfg(feature = "admin")] ArrayOfHostOpaqueNetworkInfo(Box<Vec<HostOpaqueNetworkInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostOpaqueSwitch(Box<Vec<HostOpaqueSwitch>>),
+    #[cfg(feature = "admin")] ArrayOfHostOpaqueSwitchPhysicalNicZone(Box<Vec<HostOpaqueSwitchPhysicalNicZone>>),
+    ArrayOfHostPartialMaintenanceModeRuntimeInfo(Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>),
+    ArrayOfHostPatchManagerStatus(Box<Vec<HostPatchManagerStatus>>),
+    ArrayOfHostPatchManagerStatusPrerequisitePatch(Box<Vec<HostPatchManagerStatusPrerequisitePatch>>),
+    #[cfg(feature = "admin")] ArrayOfHostPathSelectionPolicyOption(Box<Vec<HostPathSelectionPolicyOption>>),
+    ArrayOfHostPciDevice(Box<Vec<HostPciDevice>>),
+    #[cfg(feature = "admin")] ArrayOfHostPciPassthruConfig(Box<Vec<AnyHostPciPassthruConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostPciPassthruInfo(Box<Vec<AnyHostPciPassthruInfo>>),
+    ArrayOfHostPlacedVirtualNicIdentifier(Box<Vec<HostPlacedVirtualNicIdentifier>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyAdapter(Box<Vec<HostPlugStoreTopologyAdapter>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyDevice(Box<Vec<HostPlugStoreTopologyDevice>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyPath(Box<Vec<HostPlugStoreTopologyPath>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyPlugin(Box<Vec<HostPlugStoreTopologyPlugin>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyTarget(Box<Vec<HostPlugStoreTopologyTarget>>),
+    ArrayOfHostPnicNetworkResourceInfo(Box<Vec<HostPnicNetworkResourceInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostPortGroup(Box<Vec<HostPortGroup>>),
+    #[cfg(feature = "admin")] ArrayOfHostPortGroupConfig(Box<Vec<HostPortGroupConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostPortGroupPort(Box<Vec<HostPortGroupPort>>),
+    ArrayOfHostPortGroupProfile(Box<Vec<HostPortGroupProfile>>),
+    #[cfg(feature = "admin")] ArrayOfHostPowerPolicy(Box<Vec<HostPowerPolicy>>),
+    ArrayOfHostProfileManagerCompositionResultResultElement(Box<Vec<HostProfileManagerCompositionResultResultElement>>),
+    ArrayOfHostProfileManagerCompositionValidationResultResultElement(Box<Vec<HostProfileManagerCompositionValidationResultResultElement>>),
+    ArrayOfHostProfilesEntityCustomizations(Box<Vec<AnyHostProfilesEntityCustomizations>>),
+    ArrayOfHostProtocolEndpoint(Box<Vec<HostProtocolEndpoint>>),
+    #[cfg(feature = "admin")] ArrayOfHostProxySwitch(Box<Vec<HostProxySwitch>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -269,145 +361,9 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFileLockInfo(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFileQuery(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFirewallProfileRulesetProfile(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFolderFailedHostResult(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFolderNewHostSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestAliases(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestAuthAliasInfo(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestAuthSubject(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestDiskInfo(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestFileInfo(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestInfoNamespaceGenerationInfo(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestInfoVirtualDiskMapping(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestMappedAliases(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestNicInfo(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestOsDescriptor(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestProcessInfo(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestRegKeyRecordSpec(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestRegValueSpec(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestStackInfo(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHbrManagerVmReplicationCapability(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHbrTargetSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdate(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccountSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostActiveDirectory(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostBootDevice(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostConnectInfoNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostConnectSpec(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCpuIdInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCpuPackage(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreBrowserSearchResults(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreConnectInfo(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreSystemDatastoreResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpService(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskConfigurationResult(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskMappingPartitionOption(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionAttributes(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionBlockRange(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDvxClass(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostEventArgument(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureCapability(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureMask(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureVersionInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFileSystemMountInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallConfigRuleSetConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRule(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostGraphicsConfigDeviceType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostGraphicsInfo(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostHardwareElementInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaParamValue(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaSendTarget(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaStaticTarget(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIoFilterInfo(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpConfigIpV6Address(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpRouteEntry(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpRouteOp(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemberHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemberRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemoryTierInfo(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ArrayOfFileLockInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfFirewallProfileRulesetProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfFolderFailedHostResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfFolderNewHostSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestAliases(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestAuthAliasInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestAuthSubject(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestDiskInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestInfoVirtualDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestMappedAliases(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestOsDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestProcessInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestRegKeyRecordSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestRegValueSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfGuestStackInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHbrManagerVmReplicationCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHbrTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostConnectInfoNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostCpuIdInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDatastoreBrowserSearchResults(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDatastoreConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskMappingPartitionOption(v) => std::fmt::Debug::fmt(&**v, f),
@@ -445,6 +401,50 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostMemberHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostMemberRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostMemoryTierInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostNumericSensorInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostPatchManagerStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostPciDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostPnicNetworkResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostProfilesEntityCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostProtocolEndpoint(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -458,50 +458,6 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ArrayOfFileLockInfo(_) => "ArrayOfFileLockInfo",
-            Object::ArrayOfFileQuery(_) => "ArrayOfFileQuery",
-            Object::ArrayOfFirewallProfileRulesetProfile(_) => "ArrayOfFirewallProfileRulesetProfile",
-            Object::ArrayOfFolderFailedHostResult(_) => "ArrayOfFolderFailedHostResult",
-            Object::ArrayOfFolderNewHostSpec(_) => "ArrayOfFolderNewHostSpec",
-            Object::ArrayOfGuestAliases(_) => "ArrayOfGuestAliases",
-            Object::ArrayOfGuestAuthAliasInfo(_) => "ArrayOfGuestAuthAliasInfo",
-            Object::ArrayOfGuestAuthSubject(_) => "ArrayOfGuestAuthSubject",
-            Object::ArrayOfGuestDiskInfo(_) => "ArrayOfGuestDiskInfo",
-            Object::ArrayOfGuestFileInfo(_) => "ArrayOfGuestFileInfo",
-            Object::ArrayOfGuestInfoNamespaceGenerationInfo(_) => "ArrayOfGuestInfoNamespaceGenerationInfo",
-            Object::ArrayOfGuestInfoVirtualDiskMapping(_) => "ArrayOfGuestInfoVirtualDiskMapping",
-            Object::ArrayOfGuestMappedAliases(_) => "ArrayOfGuestMappedAliases",
-            Object::ArrayOfGuestNicInfo(_) => "ArrayOfGuestNicInfo",
-            Object::ArrayOfGuestOsDescriptor(_) => "ArrayOfGuestOsDescriptor",
-            Object::ArrayOfGuestProcessInfo(_) => "ArrayOfGuestProcessInfo",
-            Object::ArrayOfGuestRegKeyRecordSpec(_) => "ArrayOfGuestRegKeyRecordSpec",
-            Object::ArrayOfGuestRegValueSpec(_) => "ArrayOfGuestRegValueSpec",
-            Object::ArrayOfGuestStackInfo(_) => "ArrayOfGuestStackInfo",
-            Object::ArrayOfHbrManagerVmReplicationCapability(_) => "ArrayOfHbrManagerVmReplicationCapability",
-            Object::ArrayOfHbrTargetSpec(_) => "ArrayOfHbrTargetSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(_) => "ArrayOfHealthUpdate",
-            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(_) => "ArrayOfHealthUpdateInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(_) => "ArrayOfHostAccessControlEntry",
-            Object::ArrayOfHostAccountSpec(_) => "ArrayOfHostAccountSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(_) => "ArrayOfHostActiveDirectory",
-            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(_) => "ArrayOfHostAssignableHardwareBinding",
-            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(_) => "ArrayOfHostAssignableHardwareConfigAttributeOverride",
-            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(_) => "ArrayOfHostAuthenticationInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(_) => "ArrayOfHostAuthenticationStoreInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(_) => "ArrayOfHostBootDevice",
-            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(_) => "ArrayOfHostCacheConfigurationInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(_) => "ArrayOfHostCertificateManagerCertificateInfo",
-            Object::ArrayOfHostConnectInfoNetworkInfo(_) => "ArrayOfHostConnectInfoNetworkInfo",
-            Object::ArrayOfHostConnectSpec(_) => "ArrayOfHostConnectSpec",
-            Object::ArrayOfHostCpuIdInfo(_) => "ArrayOfHostCpuIdInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(_) => "ArrayOfHostCpuPackage",
-            Object::ArrayOfHostDatastoreBrowserSearchResults(_) => "ArrayOfHostDatastoreBrowserSearchResults",
-            Object::ArrayOfHostDatastoreConnectInfo(_) => "ArrayOfHostDatastoreConnectInfo",
-            Object::ArrayOfHostDatastoreSystemDatastoreResult(_) => "ArrayOfHostDatastoreSystemDatastoreResult",
-            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(_) => "ArrayOfHostDateTimeSystemTimeZone",
-            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(_) => "ArrayOfHostDhcpService",
-            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(_) => "ArrayOfHostDhcpServiceConfig",
-            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(_) => "ArrayOfHostDiagnosticPartition",
             #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(_) => "ArrayOfHostDiagnosticPartitionCreateOption",
             Object::ArrayOfHostDiskConfigurationResult(_) => "ArrayOfHostDiskConfigurationResult",
             Object::ArrayOfHostDiskMappingPartitionOption(_) => "ArrayOfHostDiskMappingPartitionOption",
@@ -539,6 +495,50 @@ impl x::DataObject for Object {
             Object::ArrayOfHostMemberHealthCheckResult(_) => "ArrayOfHostMemberHealthCheckResult",
             #[cfg(feature = "admin")] Object::ArrayOfHostMemberRuntimeInfo(_) => "ArrayOfHostMemberRuntimeInfo",
             #[cfg(feature = "admin")] Object::ArrayOfHostMemoryTierInfo(_) => "ArrayOfHostMemoryTierInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(_) => "ArrayOfHostMultipathInfoLogicalUnit",
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(_) => "ArrayOfHostMultipathInfoPath",
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(_) => "ArrayOfHostMultipathStateInfoPath",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(_) => "ArrayOfHostNasVolumeConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(_) => "ArrayOfHostNatService",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(_) => "ArrayOfHostNatServiceConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(_) => "ArrayOfHostNatServicePortForwardSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(_) => "ArrayOfHostNetStackInstance",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(_) => "ArrayOfHostNetworkConfigNetStackSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(_) => "ArrayOfHostNumaNode",
+            Object::ArrayOfHostNumericSensorInfo(_) => "ArrayOfHostNumericSensorInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(_) => "ArrayOfHostNvmeConnectSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(_) => "ArrayOfHostNvmeController",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(_) => "ArrayOfHostNvmeDisconnectSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(_) => "ArrayOfHostNvmeDiscoveryLogEntry",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(_) => "ArrayOfHostNvmeNamespace",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(_) => "ArrayOfHostNvmeTopologyInterface",
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(_) => "ArrayOfHostOpaqueNetworkInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(_) => "ArrayOfHostOpaqueSwitch",
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(_) => "ArrayOfHostOpaqueSwitchPhysicalNicZone",
+            Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(_) => "ArrayOfHostPartialMaintenanceModeRuntimeInfo",
+            Object::ArrayOfHostPatchManagerStatus(_) => "ArrayOfHostPatchManagerStatus",
+            Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(_) => "ArrayOfHostPatchManagerStatusPrerequisitePatch",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(_) => "ArrayOfHostPathSelectionPolicyOption",
+            Object::ArrayOfHostPciDevice(_) => "ArrayOfHostPciDevice",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(_) => "ArrayOfHostPciPassthruConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(_) => "ArrayOfHostPciPassthruInfo",
+            Object::ArrayOfHostPlacedVirtualNicIdentifier(_) => "ArrayOfHostPlacedVirtualNicIdentifier",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(_) => "ArrayOfHostPlugStoreTopologyAdapter",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(_) => "ArrayOfHostPlugStoreTopologyDevice",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(_) => "ArrayOfHostPlugStoreTopologyPath",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(_) => "ArrayOfHostPlugStoreTopologyPlugin",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(_) => "ArrayOfHostPlugStoreTopologyTarget",
+            Object::ArrayOfHostPnicNetworkResourceInfo(_) => "ArrayOfHostPnicNetworkResourceInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(_) => "ArrayOfHostPortGroup",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(_) => "ArrayOfHostPortGroupConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(_) => "ArrayOfHostPortGroupPort",
+            Object::ArrayOfHostPortGroupProfile(_) => "ArrayOfHostPortGroupProfile",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(_) => "ArrayOfHostPowerPolicy",
+            Object::ArrayOfHostProfileManagerCompositionResultResultElement(_) => "ArrayOfHostProfileManagerCompositionResultResultElement",
+            Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(_) => "ArrayOfHostProfileManagerCompositionValidationResultResultElement",
+            Object::ArrayOfHostProfilesEntityCustomizations(_) => "ArrayOfHostProfilesEntityCustomizations",
+            Object::ArrayOfHostProtocolEndpoint(_) => "ArrayOfHostProtocolEndpoint",
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(_) => "ArrayOfHostProxySwitch",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -558,50 +558,6 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ArrayOfFileLockInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfFirewallProfileRulesetProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfFolderFailedHostResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfFolderNewHostSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestAliases(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestAuthAliasInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestAuthSubject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestDiskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestInfoVirtualDiskMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestMappedAliases(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestOsDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestProcessInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestRegKeyRecordSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestRegValueSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfGuestStackInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHbrManagerVmReplicationCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHbrTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostConnectInfoNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostCpuIdInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDatastoreBrowserSearchResults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDatastoreConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskMappingPartitionOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -639,714 +595,54 @@ impl x::DataObject for Object {
             Object::ArrayOfHostMemberHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostMemberRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostMemoryTierInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostNumericSensorInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostPatchManagerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostPciDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostPnicNetworkResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostProfilesEntityCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostProtocolEndpoint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectArrayItem for FileLockInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<FileLockInfo>>) -> Object {
-        Object::ArrayOfFileLockInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<FileLockInfo>> {
-        match object { Object::ArrayOfFileLockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<FileLockInfo>>, Object> {
-        match object { Object::ArrayOfFileLockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyFileQuery {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyFileQuery>>) -> Object {
-        Object::ArrayOfFileQuery(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyFileQuery>> {
-        match object { Object::ArrayOfFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyFileQuery>>, Object> {
-        match object { Object::ArrayOfFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for FirewallProfileRulesetProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<FirewallProfileRulesetProfile>>) -> Object {
-        Object::ArrayOfFirewallProfileRulesetProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<FirewallProfileRulesetProfile>> {
-        match object { Object::ArrayOfFirewallProfileRulesetProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<FirewallProfileRulesetProfile>>, Object> {
-        match object { Object::ArrayOfFirewallProfileRulesetProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for FolderFailedHostResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<FolderFailedHostResult>>) -> Object {
-        Object::ArrayOfFolderFailedHostResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<FolderFailedHostResult>> {
-        match object { Object::ArrayOfFolderFailedHostResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<FolderFailedHostResult>>, Object> {
-        match object { Object::ArrayOfFolderFailedHostResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for FolderNewHostSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<FolderNewHostSpec>>) -> Object {
-        Object::ArrayOfFolderNewHostSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<FolderNewHostSpec>> {
-        match object { Object::ArrayOfFolderNewHostSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<FolderNewHostSpec>>, Object> {
-        match object { Object::ArrayOfFolderNewHostSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestAliases {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestAliases>>) -> Object {
-        Object::ArrayOfGuestAliases(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestAliases>> {
-        match object { Object::ArrayOfGuestAliases(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestAliases>>, Object> {
-        match object { Object::ArrayOfGuestAliases(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestAuthAliasInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestAuthAliasInfo>>) -> Object {
-        Object::ArrayOfGuestAuthAliasInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestAuthAliasInfo>> {
-        match object { Object::ArrayOfGuestAuthAliasInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestAuthAliasInfo>>, Object> {
-        match object { Object::ArrayOfGuestAuthAliasInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyGuestAuthSubject {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyGuestAuthSubject>>) -> Object {
-        Object::ArrayOfGuestAuthSubject(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyGuestAuthSubject>> {
-        match object { Object::ArrayOfGuestAuthSubject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyGuestAuthSubject>>, Object> {
-        match object { Object::ArrayOfGuestAuthSubject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestDiskInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestDiskInfo>>) -> Object {
-        Object::ArrayOfGuestDiskInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestDiskInfo>> {
-        match object { Object::ArrayOfGuestDiskInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestDiskInfo>>, Object> {
-        match object { Object::ArrayOfGuestDiskInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestFileInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestFileInfo>>) -> Object {
-        Object::ArrayOfGuestFileInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestFileInfo>> {
-        match object { Object::ArrayOfGuestFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestFileInfo>>, Object> {
-        match object { Object::ArrayOfGuestFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestInfoNamespaceGenerationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestInfoNamespaceGenerationInfo>>) -> Object {
-        Object::ArrayOfGuestInfoNamespaceGenerationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestInfoNamespaceGenerationInfo>> {
-        match object { Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestInfoNamespaceGenerationInfo>>, Object> {
-        match object { Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestInfoVirtualDiskMapping {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestInfoVirtualDiskMapping>>) -> Object {
-        Object::ArrayOfGuestInfoVirtualDiskMapping(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestInfoVirtualDiskMapping>> {
-        match object { Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestInfoVirtualDiskMapping>>, Object> {
-        match object { Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestMappedAliases {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestMappedAliases>>) -> Object {
-        Object::ArrayOfGuestMappedAliases(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestMappedAliases>> {
-        match object { Object::ArrayOfGuestMappedAliases(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestMappedAliases>>, Object> {
-        match object { Object::ArrayOfGuestMappedAliases(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestNicInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestNicInfo>>) -> Object {
-        Object::ArrayOfGuestNicInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestNicInfo>> {
-        match object { Object::ArrayOfGuestNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestNicInfo>>, Object> {
-        match object { Object::ArrayOfGuestNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestOsDescriptor {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestOsDescriptor>>) -> Object {
-        Object::ArrayOfGuestOsDescriptor(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestOsDescriptor>> {
-        match object { Object::ArrayOfGuestOsDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestOsDescriptor>>, Object> {
-        match object { Object::ArrayOfGuestOsDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestProcessInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestProcessInfo>>) -> Object {
-        Object::ArrayOfGuestProcessInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestProcessInfo>> {
-        match object { Object::ArrayOfGuestProcessInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestProcessInfo>>, Object> {
-        match object { Object::ArrayOfGuestProcessInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestRegKeyRecordSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestRegKeyRecordSpec>>) -> Object {
-        Object::ArrayOfGuestRegKeyRecordSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestRegKeyRecordSpec>> {
-        match object { Object::ArrayOfGuestRegKeyRecordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestRegKeyRecordSpec>>, Object> {
-        match object { Object::ArrayOfGuestRegKeyRecordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestRegValueSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestRegValueSpec>>) -> Object {
-        Object::ArrayOfGuestRegValueSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestRegValueSpec>> {
-        match object { Object::ArrayOfGuestRegValueSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestRegValueSpec>>, Object> {
-        match object { Object::ArrayOfGuestRegValueSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for GuestStackInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<GuestStackInfo>>) -> Object {
-        Object::ArrayOfGuestStackInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<GuestStackInfo>> {
-        match object { Object::ArrayOfGuestStackInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<GuestStackInfo>>, Object> {
-        match object { Object::ArrayOfGuestStackInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HbrManagerVmReplicationCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HbrManagerVmReplicationCapability>>) -> Object {
-        Object::ArrayOfHbrManagerVmReplicationCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HbrManagerVmReplicationCapability>> {
-        match object { Object::ArrayOfHbrManagerVmReplicationCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HbrManagerVmReplicationCapability>>, Object> {
-        match object { Object::ArrayOfHbrManagerVmReplicationCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HbrTargetSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HbrTargetSpec>>) -> Object {
-        Object::ArrayOfHbrTargetSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HbrTargetSpec>> {
-        match object { Object::ArrayOfHbrTargetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HbrTargetSpec>>, Object> {
-        match object { Object::ArrayOfHbrTargetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HealthUpdate {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HealthUpdate>>) -> Object {
-        Object::ArrayOfHealthUpdate(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HealthUpdate>> {
-        match object { Object::ArrayOfHealthUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HealthUpdate>>, Object> {
-        match object { Object::ArrayOfHealthUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HealthUpdateInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HealthUpdateInfo>>) -> Object {
-        Object::ArrayOfHealthUpdateInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HealthUpdateInfo>> {
-        match object { Object::ArrayOfHealthUpdateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HealthUpdateInfo>>, Object> {
-        match object { Object::ArrayOfHealthUpdateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAccessControlEntry {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostAccessControlEntry>>) -> Object {
-        Object::ArrayOfHostAccessControlEntry(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostAccessControlEntry>> {
-        match object { Object::ArrayOfHostAccessControlEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostAccessControlEntry>>, Object> {
-        match object { Object::ArrayOfHostAccessControlEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyHostAccountSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyHostAccountSpec>>) -> Object {
-        Object::ArrayOfHostAccountSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyHostAccountSpec>> {
-        match object { Object::ArrayOfHostAccountSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyHostAccountSpec>>, Object> {
-        match object { Object::ArrayOfHostAccountSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostActiveDirectory {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostActiveDirectory>>) -> Object {
-        Object::ArrayOfHostActiveDirectory(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostActiveDirectory>> {
-        match object { Object::ArrayOfHostActiveDirectory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostActiveDirectory>>, Object> {
-        match object { Object::ArrayOfHostActiveDirectory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAssignableHardwareBinding {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostAssignableHardwareBinding>>) -> Object {
-        Object::ArrayOfHostAssignableHardwareBinding(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostAssignableHardwareBinding>> {
-        match object { Object::ArrayOfHostAssignableHardwareBinding(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostAssignableHardwareBinding>>, Object> {
-        match object { Object::ArrayOfHostAssignableHardwareBinding(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAssignableHardwareConfigAttributeOverride {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostAssignableHardwareConfigAttributeOverride>>) -> Object {
-        Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostAssignableHardwareConfigAttributeOverride>> {
-        match object { Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostAssignableHardwareConfigAttributeOverride>>, Object> {
-        match object { Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAuthenticationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostAuthenticationInfo>>) -> Object {
-        Object::ArrayOfHostAuthenticationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostAuthenticationInfo>> {
-        match object { Object::ArrayOfHostAuthenticationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostAuthenticationInfo>>, Object> {
-        match object { Object::ArrayOfHostAuthenticationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostAuthenticationStoreInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyHostAuthenticationStoreInfo>>) -> Object {
-        Object::ArrayOfHostAuthenticationStoreInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyHostAuthenticationStoreInfo>> {
-        match object { Object::ArrayOfHostAuthenticationStoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyHostAuthenticationStoreInfo>>, Object> {
-        match object { Object::ArrayOfHostAuthenticationStoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostBootDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostBootDevice>>) -> Object {
-        Object::ArrayOfHostBootDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostBootDevice>> {
-        match object { Object::ArrayOfHostBootDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostBootDevice>>, Object> {
-        match object { Object::ArrayOfHostBootDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCacheConfigurationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostCacheConfigurationInfo>>) -> Object {
-        Object::ArrayOfHostCacheConfigurationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostCacheConfigurationInfo>> {
-        match object { Object::ArrayOfHostCacheConfigurationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostCacheConfigurationInfo>>, Object> {
-        match object { Object::ArrayOfHostCacheConfigurationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCertificateManagerCertificateInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostCertificateManagerCertificateInfo>>) -> Object {
-        Object::ArrayOfHostCertificateManagerCertificateInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostCertificateManagerCertificateInfo>> {
-        match object { Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostCertificateManagerCertificateInfo>>, Object> {
-        match object { Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyHostConnectInfoNetworkInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyHostConnectInfoNetworkInfo>>) -> Object {
-        Object::ArrayOfHostConnectInfoNetworkInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyHostConnectInfoNetworkInfo>> {
-        match object { Object::ArrayOfHostConnectInfoNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyHostConnectInfoNetworkInfo>>, Object> {
-        match object { Object::ArrayOfHostConnectInfoNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostConnectSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostConnectSpec>>) -> Object {
-        Object::ArrayOfHostConnectSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostConnectSpec>> {
-        match object { Object::ArrayOfHostConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostConnectSpec>>, Object> {
-        match object { Object::ArrayOfHostConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostCpuIdInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostCpuIdInfo>>) -> Object {
-        Object::ArrayOfHostCpuIdInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostCpuIdInfo>> {
-        match object { Object::ArrayOfHostCpuIdInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostCpuIdInfo>>, Object> {
-        match object { Object::ArrayOfHostCpuIdInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCpuPackage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostCpuPackage>>) -> Object {
-        Object::ArrayOfHostCpuPackage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostCpuPackage>> {
-        match object { Object::ArrayOfHostCpuPackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostCpuPackage>>, Object> {
-        match object { Object::ArrayOfHostCpuPackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostDatastoreBrowserSearchResults {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostDatastoreBrowserSearchResults>>) -> Object {
-        Object::ArrayOfHostDatastoreBrowserSearchResults(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostDatastoreBrowserSearchResults>> {
-        match object { Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostDatastoreBrowserSearchResults>>, Object> {
-        match object { Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyHostDatastoreConnectInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyHostDatastoreConnectInfo>>) -> Object {
-        Object::ArrayOfHostDatastoreConnectInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyHostDatastoreConnectInfo>> {
-        match object { Object::ArrayOfHostDatastoreConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyHostDatastoreConnectInfo>>, Object> {
-        match object { Object::ArrayOfHostDatastoreConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostDatastoreSystemDatastoreResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostDatastoreSystemDatastoreResult>>) -> Object {
-        Object::ArrayOfHostDatastoreSystemDatastoreResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostDatastoreSystemDatastoreResult>> {
-        match object { Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostDatastoreSystemDatastoreResult>>, Object> {
-        match object { Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDateTimeSystemTimeZone {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostDateTimeSystemTimeZone>>) -> Object {
-        Object::ArrayOfHostDateTimeSystemTimeZone(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostDateTimeSystemTimeZone>> {
-        match object { Object::ArrayOfHostDateTimeSystemTimeZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostDateTimeSystemTimeZone>>, Object> {
-        match object { Object::ArrayOfHostDateTimeSystemTimeZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDhcpService {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostDhcpService>>) -> Object {
-        Object::ArrayOfHostDhcpService(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostDhcpService>> {
-        match object { Object::ArrayOfHostDhcpService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostDhcpService>>, Object> {
-        match object { Object::ArrayOfHostDhcpService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDhcpServiceConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostDhcpServiceConfig>>) -> Object {
-        Object::ArrayOfHostDhcpServiceConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostDhcpServiceConfig>> {
-        match object { Object::ArrayOfHostDhcpServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostDhcpServiceConfig>>, Object> {
-        match object { Object::ArrayOfHostDhcpServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDiagnosticPartition {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostDiagnosticPartition>>) -> Object {
-        Object::ArrayOfHostDiagnosticPartition(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostDiagnosticPartition>> {
-        match object { Object::ArrayOfHostDiagnosticPartition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostDiagnosticPartition>>, Object> {
-        match object { Object::ArrayOfHostDiagnosticPartition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 #[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDiagnosticPartitionCreateOption {
     type Object = Object;
@@ -1937,5 +1233,709 @@ impl x::ObjectArrayItem for AnyHostMemberHealthCheckResult {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostMemoryTierInfo>>, Object> {
         match object { Object::ArrayOfHostMemoryTierInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathInfoLogicalUnit {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostMultipathInfoLogicalUnit>>) -> Object {
+        Object::ArrayOfHostMultipathInfoLogicalUnit(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostMultipathInfoLogicalUnit>> {
+        match object { Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostMultipathInfoLogicalUnit>>, Object> {
+        match object { Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathInfoPath {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostMultipathInfoPath>>) -> Object {
+        Object::ArrayOfHostMultipathInfoPath(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostMultipathInfoPath>> {
+        match object { Object::ArrayOfHostMultipathInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostMultipathInfoPath>>, Object> {
+        match object { Object::ArrayOfHostMultipathInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathStateInfoPath {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostMultipathStateInfoPath>>) -> Object {
+        Object::ArrayOfHostMultipathStateInfoPath(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostMultipathStateInfoPath>> {
+        match object { Object::ArrayOfHostMultipathStateInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostMultipathStateInfoPath>>, Object> {
+        match object { Object::ArrayOfHostMultipathStateInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNasVolumeConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNasVolumeConfig>>) -> Object {
+        Object::ArrayOfHostNasVolumeConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNasVolumeConfig>> {
+        match object { Object::ArrayOfHostNasVolumeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNasVolumeConfig>>, Object> {
+        match object { Object::ArrayOfHostNasVolumeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatService {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNatService>>) -> Object {
+        Object::ArrayOfHostNatService(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNatService>> {
+        match object { Object::ArrayOfHostNatService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNatService>>, Object> {
+        match object { Object::ArrayOfHostNatService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatServiceConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNatServiceConfig>>) -> Object {
+        Object::ArrayOfHostNatServiceConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNatServiceConfig>> {
+        match object { Object::ArrayOfHostNatServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNatServiceConfig>>, Object> {
+        match object { Object::ArrayOfHostNatServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatServicePortForwardSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNatServicePortForwardSpec>>) -> Object {
+        Object::ArrayOfHostNatServicePortForwardSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNatServicePortForwardSpec>> {
+        match object { Object::ArrayOfHostNatServicePortForwardSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNatServicePortForwardSpec>>, Object> {
+        match object { Object::ArrayOfHostNatServicePortForwardSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNetStackInstance {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNetStackInstance>>) -> Object {
+        Object::ArrayOfHostNetStackInstance(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNetStackInstance>> {
+        match object { Object::ArrayOfHostNetStackInstance(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNetStackInstance>>, Object> {
+        match object { Object::ArrayOfHostNetStackInstance(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNetworkConfigNetStackSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNetworkConfigNetStackSpec>>) -> Object {
+        Object::ArrayOfHostNetworkConfigNetStackSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNetworkConfigNetStackSpec>> {
+        match object { Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNetworkConfigNetStackSpec>>, Object> {
+        match object { Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNumaNode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNumaNode>>) -> Object {
+        Object::ArrayOfHostNumaNode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNumaNode>> {
+        match object { Object::ArrayOfHostNumaNode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNumaNode>>, Object> {
+        match object { Object::ArrayOfHostNumaNode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostNumericSensorInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNumericSensorInfo>>) -> Object {
+        Object::ArrayOfHostNumericSensorInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNumericSensorInfo>> {
+        match object { Object::ArrayOfHostNumericSensorInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNumericSensorInfo>>, Object> {
+        match object { Object::ArrayOfHostNumericSensorInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeConnectSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNvmeConnectSpec>>) -> Object {
+        Object::ArrayOfHostNvmeConnectSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeConnectSpec>> {
+        match object { Object::ArrayOfHostNvmeConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeConnectSpec>>, Object> {
+        match object { Object::ArrayOfHostNvmeConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeController {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNvmeController>>) -> Object {
+        Object::ArrayOfHostNvmeController(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeController>> {
+        match object { Object::ArrayOfHostNvmeController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeController>>, Object> {
+        match object { Object::ArrayOfHostNvmeController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeDisconnectSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNvmeDisconnectSpec>>) -> Object {
+        Object::ArrayOfHostNvmeDisconnectSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeDisconnectSpec>> {
+        match object { Object::ArrayOfHostNvmeDisconnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeDisconnectSpec>>, Object> {
+        match object { Object::ArrayOfHostNvmeDisconnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeDiscoveryLogEntry {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNvmeDiscoveryLogEntry>>) -> Object {
+        Object::ArrayOfHostNvmeDiscoveryLogEntry(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeDiscoveryLogEntry>> {
+        match object { Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeDiscoveryLogEntry>>, Object> {
+        match object { Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeNamespace {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNvmeNamespace>>) -> Object {
+        Object::ArrayOfHostNvmeNamespace(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeNamespace>> {
+        match object { Object::ArrayOfHostNvmeNamespace(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeNamespace>>, Object> {
+        match object { Object::ArrayOfHostNvmeNamespace(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeTopologyInterface {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostNvmeTopologyInterface>>) -> Object {
+        Object::ArrayOfHostNvmeTopologyInterface(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeTopologyInterface>> {
+        match object { Object::ArrayOfHostNvmeTopologyInterface(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeTopologyInterface>>, Object> {
+        match object { Object::ArrayOfHostNvmeTopologyInterface(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueNetworkInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostOpaqueNetworkInfo>>) -> Object {
+        Object::ArrayOfHostOpaqueNetworkInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueNetworkInfo>> {
+        match object { Object::ArrayOfHostOpaqueNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueNetworkInfo>>, Object> {
+        match object { Object::ArrayOfHostOpaqueNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueSwitch {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostOpaqueSwitch>>) -> Object {
+        Object::ArrayOfHostOpaqueSwitch(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueSwitch>> {
+        match object { Object::ArrayOfHostOpaqueSwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueSwitch>>, Object> {
+        match object { Object::ArrayOfHostOpaqueSwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueSwitchPhysicalNicZone {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostOpaqueSwitchPhysicalNicZone>>) -> Object {
+        Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueSwitchPhysicalNicZone>> {
+        match object { Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueSwitchPhysicalNicZone>>, Object> {
+        match object { Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostPartialMaintenanceModeRuntimeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>) -> Object {
+        Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPartialMaintenanceModeRuntimeInfo>> {
+        match object { Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>, Object> {
+        match object { Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostPatchManagerStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPatchManagerStatus>>) -> Object {
+        Object::ArrayOfHostPatchManagerStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPatchManagerStatus>> {
+        match object { Object::ArrayOfHostPatchManagerStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPatchManagerStatus>>, Object> {
+        match object { Object::ArrayOfHostPatchManagerStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostPatchManagerStatusPrerequisitePatch {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPatchManagerStatusPrerequisitePatch>>) -> Object {
+        Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPatchManagerStatusPrerequisitePatch>> {
+        match object { Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPatchManagerStatusPrerequisitePatch>>, Object> {
+        match object { Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPathSelectionPolicyOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPathSelectionPolicyOption>>) -> Object {
+        Object::ArrayOfHostPathSelectionPolicyOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPathSelectionPolicyOption>> {
+        match object { Object::ArrayOfHostPathSelectionPolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPathSelectionPolicyOption>>, Object> {
+        match object { Object::ArrayOfHostPathSelectionPolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostPciDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPciDevice>>) -> Object {
+        Object::ArrayOfHostPciDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPciDevice>> {
+        match object { Object::ArrayOfHostPciDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPciDevice>>, Object> {
+        match object { Object::ArrayOfHostPciDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostPciPassthruConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyHostPciPassthruConfig>>) -> Object {
+        Object::ArrayOfHostPciPassthruConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyHostPciPassthruConfig>> {
+        match object { Object::ArrayOfHostPciPassthruConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyHostPciPassthruConfig>>, Object> {
+        match object { Object::ArrayOfHostPciPassthruConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostPciPassthruInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyHostPciPassthruInfo>>) -> Object {
+        Object::ArrayOfHostPciPassthruInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyHostPciPassthruInfo>> {
+        match object { Object::ArrayOfHostPciPassthruInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyHostPciPassthruInfo>>, Object> {
+        match object { Object::ArrayOfHostPciPassthruInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostPlacedVirtualNicIdentifier {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPlacedVirtualNicIdentifier>>) -> Object {
+        Object::ArrayOfHostPlacedVirtualNicIdentifier(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPlacedVirtualNicIdentifier>> {
+        match object { Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPlacedVirtualNicIdentifier>>, Object> {
+        match object { Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyAdapter {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPlugStoreTopologyAdapter>>) -> Object {
+        Object::ArrayOfHostPlugStoreTopologyAdapter(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyAdapter>> {
+        match object { Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyAdapter>>, Object> {
+        match object { Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPlugStoreTopologyDevice>>) -> Object {
+        Object::ArrayOfHostPlugStoreTopologyDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyDevice>> {
+        match object { Object::ArrayOfHostPlugStoreTopologyDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyDevice>>, Object> {
+        match object { Object::ArrayOfHostPlugStoreTopologyDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyPath {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPlugStoreTopologyPath>>) -> Object {
+        Object::ArrayOfHostPlugStoreTopologyPath(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyPath>> {
+        match object { Object::ArrayOfHostPlugStoreTopologyPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyPath>>, Object> {
+        match object { Object::ArrayOfHostPlugStoreTopologyPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyPlugin {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPlugStoreTopologyPlugin>>) -> Object {
+        Object::ArrayOfHostPlugStoreTopologyPlugin(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyPlugin>> {
+        match object { Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyPlugin>>, Object> {
+        match object { Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyTarget {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPlugStoreTopologyTarget>>) -> Object {
+        Object::ArrayOfHostPlugStoreTopologyTarget(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyTarget>> {
+        match object { Object::ArrayOfHostPlugStoreTopologyTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyTarget>>, Object> {
+        match object { Object::ArrayOfHostPlugStoreTopologyTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostPnicNetworkResourceInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPnicNetworkResourceInfo>>) -> Object {
+        Object::ArrayOfHostPnicNetworkResourceInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPnicNetworkResourceInfo>> {
+        match object { Object::ArrayOfHostPnicNetworkResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPnicNetworkResourceInfo>>, Object> {
+        match object { Object::ArrayOfHostPnicNetworkResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroup {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPortGroup>>) -> Object {
+        Object::ArrayOfHostPortGroup(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPortGroup>> {
+        match object { Object::ArrayOfHostPortGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPortGroup>>, Object> {
+        match object { Object::ArrayOfHostPortGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroupConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPortGroupConfig>>) -> Object {
+        Object::ArrayOfHostPortGroupConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupConfig>> {
+        match object { Object::ArrayOfHostPortGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupConfig>>, Object> {
+        match object { Object::ArrayOfHostPortGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroupPort {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPortGroupPort>>) -> Object {
+        Object::ArrayOfHostPortGroupPort(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupPort>> {
+        match object { Object::ArrayOfHostPortGroupPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupPort>>, Object> {
+        match object { Object::ArrayOfHostPortGroupPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostPortGroupProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPortGroupProfile>>) -> Object {
+        Object::ArrayOfHostPortGroupProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupProfile>> {
+        match object { Object::ArrayOfHostPortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupProfile>>, Object> {
+        match object { Object::ArrayOfHostPortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPowerPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostPowerPolicy>>) -> Object {
+        Object::ArrayOfHostPowerPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostPowerPolicy>> {
+        match object { Object::ArrayOfHostPowerPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostPowerPolicy>>, Object> {
+        match object { Object::ArrayOfHostPowerPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostProfileManagerCompositionResultResultElement {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostProfileManagerCompositionResultResultElement>>) -> Object {
+        Object::ArrayOfHostProfileManagerCompositionResultResultElement(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostProfileManagerCompositionResultResultElement>> {
+        match object { Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostProfileManagerCompositionResultResultElement>>, Object> {
+        match object { Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostProfileManagerCompositionValidationResultResultElement {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostProfileManagerCompositionValidationResultResultElement>>) -> Object {
+        Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostProfileManagerCompositionValidationResultResultElement>> {
+        match object { Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostProfileManagerCompositionValidationResultResultElement>>, Object> {
+        match object { Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyHostProfilesEntityCustomizations {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyHostProfilesEntityCustomizations>>) -> Object {
+        Object::ArrayOfHostProfilesEntityCustomizations(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyHostProfilesEntityCustomizations>> {
+        match object { Object::ArrayOfHostProfilesEntityCustomizations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyHostProfilesEntityCustomizations>>, Object> {
+        match object { Object::ArrayOfHostProfilesEntityCustomizations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostProtocolEndpoint {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostProtocolEndpoint>>) -> Object {
+        Object::ArrayOfHostProtocolEndpoint(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostProtocolEndpoint>> {
+        match object { Object::ArrayOfHostProtocolEndpoint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostProtocolEndpoint>>, Object> {
+        match object { Object::ArrayOfHostProtocolEndpoint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostProxySwitch {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostProxySwitch>>) -> Object {
+        Object::ArrayOfHostProxySwitch(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostProxySwitch>> {
+        match object { Object::ArrayOfHostProxySwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostProxySwitch>>, Object> {
+        match object { Object::ArrayOfHostProxySwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,134 +6,93 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::array(x::Name(0x29e423), 0), // ArrayOfHostMultipathInfoLogicalUnit
-        x::TypeEntry::array(x::Name(0x2a081c), 1), // ArrayOfHostMultipathInfoPath
-        x::TypeEntry::array(x::Name(0x2a2521), 2), // ArrayOfHostMultipathStateInfoPath
-        x::TypeEntry::array(x::Name(0x2a471a), 3), // ArrayOfHostNasVolumeConfig
-        x::TypeEntry::array(x::Name(0x2a6215), 4), // ArrayOfHostNatService
-        x::TypeEntry::array(x::Name(0x2a781b), 5), // ArrayOfHostNatServiceConfig
-        x::TypeEntry::array(x::Name(0x2a9424), 6), // ArrayOfHostNatServicePortForwardSpec
-        x::TypeEntry::array(x::Name(0x2ab91b), 7), // ArrayOfHostNetStackInstance
-        x::TypeEntry::array(x::Name(0x2ad524), 8), // ArrayOfHostNetworkConfigNetStackSpec
-        x::TypeEntry::array(x::Name(0x2afa13), 9), // ArrayOfHostNumaNode
-        x::TypeEntry::array(x::Name(0x2b0e1c), 10), // ArrayOfHostNumericSensorInfo
-        x::TypeEntry::array(x::Name(0x2b2b1a), 11), // ArrayOfHostNvmeConnectSpec
-        x::TypeEntry::array(x::Name(0x2b4619), 12), // ArrayOfHostNvmeController
-        x::TypeEntry::array(x::Name(0x2b601d), 13), // ArrayOfHostNvmeDisconnectSpec
-        x::TypeEntry::array(x::Name(0x2b7e20), 14), // ArrayOfHostNvmeDiscoveryLogEntry
-        x::TypeEntry::array(x::Name(0x2b9f18), 15), // ArrayOfHostNvmeNamespace
-        x::TypeEntry::array(x::Name(0x2bb820), 16), // ArrayOfHostNvmeTopologyInterface
-        x::TypeEntry::array(x::Name(0x2bd91c), 17), // ArrayOfHostOpaqueNetworkInfo
-        x::TypeEntry::array(x::Name(0x2bf617), 18), // ArrayOfHostOpaqueSwitch
-        x::TypeEntry::array(x::Name(0x2c0e26), 19), // ArrayOfHostOpaqueSwitchPhysicalNicZone
-        x::TypeEntry::array(x::Name(0x2c352c), 20), // ArrayOfHostPartialMaintenanceModeRuntimeInfo
-        x::TypeEntry::array(x::Name(0x2c621d), 21), // ArrayOfHostPatchManagerStatus
-        x::TypeEntry::array(x::Name(0x2c802e), 22), // ArrayOfHostPatchManagerStatusPrerequisitePatch
-        x::TypeEntry::array(x::Name(0x2caf24), 23), // ArrayOfHostPathSelectionPolicyOption
-        x::TypeEntry::array(x::Name(0x2cd414), 24), // ArrayOfHostPciDevice
-        x::TypeEntry::array(x::Name(0x2ce91c), 25), // ArrayOfHostPciPassthruConfig
-        x::TypeEntry::array(x::Name(0x2d061a), 26), // ArrayOfHostPciPassthruInfo
-        x::TypeEntry::array(x::Name(0x2d2125), 27), // ArrayOfHostPlacedVirtualNicIdentifier
-        x::TypeEntry::array(x::Name(0x2d4723), 28), // ArrayOfHostPlugStoreTopologyAdapter
-        x::TypeEntry::array(x::Name(0x2d6b22), 29), // ArrayOfHostPlugStoreTopologyDevice
-        x::TypeEntry::array(x::Name(0x2d8e20), 30), // ArrayOfHostPlugStoreTopologyPath
-        x::TypeEntry::array(x::Name(0x2daf22), 31), // ArrayOfHostPlugStoreTopologyPlugin
-        x::TypeEntry::array(x::Name(0x2dd222), 32), // ArrayOfHostPlugStoreTopologyTarget
-        x::TypeEntry::array(x::Name(0x2df522), 33), // ArrayOfHostPnicNetworkResourceInfo
-        x::TypeEntry::array(x::Name(0x2e1814), 34), // ArrayOfHostPortGroup
-        x::TypeEntry::array(x::Name(0x2e2d1a), 35), // ArrayOfHostPortGroupConfig
-        x::TypeEntry::array(x::Name(0x2e4818), 36), // ArrayOfHostPortGroupPort
-        x::TypeEntry::array(x::Name(0x2e611b), 37), // ArrayOfHostPortGroupProfile
-        x::TypeEntry::array(x::Name(0x2e7d16), 38), // ArrayOfHostPowerPolicy
-        x::TypeEntry::array(x::Name(0x2e9437), 39), // ArrayOfHostProfileManagerCompositionResultResultElement
-        x::TypeEntry::array(x::Name(0x2ecc41), 40), // ArrayOfHostProfileManagerCompositionValidationResultResultElement
-        x::TypeEntry::array(x::Name(0x2f0e27), 41), // ArrayOfHostProfilesEntityCustomizations
-        x::TypeEntry::array(x::Name(0x2f361b), 42), // ArrayOfHostProtocolEndpoint
-        x::TypeEntry::array(x::Name(0x2f5216), 43), // ArrayOfHostProxySwitch
-        x::TypeEntry::array(x::Name(0x2f691c), 44), // ArrayOfHostProxySwitchConfig
-        x::TypeEntry::array(x::Name(0x2f8623), 45), // ArrayOfHostProxySwitchHostLagConfig
-        x::TypeEntry::array(x::Name(0x2faa1b), 46), // ArrayOfHostPtpConfigPtpPort
-        x::TypeEntry::array(x::Name(0x2fc618), 47), // ArrayOfHostQualifiedName
-        x::TypeEntry::array(x::Name(0x2fdf15), 48), // ArrayOfHostRdmaDevice
-        x::TypeEntry::array(x::Name(0x2ff531), 49), // ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo
-        x::TypeEntry::array(x::Name(0x302713), 50), // ArrayOfHostScsiDisk
-        x::TypeEntry::array(x::Name(0x303b1c), 51), // ArrayOfHostScsiDiskPartition
-        x::TypeEntry::array(x::Name(0x305820), 52), // ArrayOfHostScsiTopologyInterface
-        x::TypeEntry::array(x::Name(0x30791a), 53), // ArrayOfHostScsiTopologyLun
-        x::TypeEntry::array(x::Name(0x30941d), 54), // ArrayOfHostScsiTopologyTarget
-        x::TypeEntry::array(x::Name(0x30b212), 55), // ArrayOfHostService
-        x::TypeEntry::array(x::Name(0x30c518), 56), // ArrayOfHostServiceConfig
-        x::TypeEntry::array(x::Name(0x30de20), 57), // ArrayOfHostSharedGpuCapabilities
-        x::TypeEntry::array(x::Name(0x30ff1a), 58), // ArrayOfHostSnmpDestination
-        x::TypeEntry::array(x::Name(0x311a1e), 59), // ArrayOfHostSriovDevicePoolInfo
-        x::TypeEntry::array(x::Name(0x31391c), 60), // ArrayOfHostSslThumbprintInfo
-        x::TypeEntry::array(x::Name(0x315627), 61), // ArrayOfHostStorageArrayTypePolicyOption
-        x::TypeEntry::array(x::Name(0x317e1d), 62), // ArrayOfHostStorageElementInfo
-        x::TypeEntry::array(x::Name(0x319c21), 63), // ArrayOfHostStorageOperationalInfo
-        x::TypeEntry::array(x::Name(0x31be2c), 64), // ArrayOfHostStorageSystemDiskLocatorLedResult
-        x::TypeEntry::array(x::Name(0x31eb25), 65), // ArrayOfHostStorageSystemScsiLunResult
-        x::TypeEntry::array(x::Name(0x321128), 66), // ArrayOfHostStorageSystemVmfsVolumeResult
-        x::TypeEntry::array(x::Name(0x323a1b), 67), // ArrayOfHostSubSpecification
-        x::TypeEntry::array(x::Name(0x325623), 68), // ArrayOfHostSystemIdentificationInfo
-        x::TypeEntry::array(x::Name(0x327a1d), 69), // ArrayOfHostSystemResourceInfo
-        x::TypeEntry::array(x::Name(0x329832), 70), // ArrayOfHostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::array(x::Name(0x32cb18), 71), // ArrayOfHostTpmDigestInfo
-        x::TypeEntry::array(x::Name(0x32e41b), 72), // ArrayOfHostTpmEventLogEntry
-        x::TypeEntry::array(x::Name(0x330028), 73), // ArrayOfHostTrustAuthorityAttestationInfo
-        x::TypeEntry::array(x::Name(0x33291f), 74), // ArrayOfHostUnresolvedVmfsExtent
-        x::TypeEntry::array(x::Name(0x334929), 75), // ArrayOfHostUnresolvedVmfsResolutionResult
-        x::TypeEntry::array(x::Name(0x337327), 76), // ArrayOfHostUnresolvedVmfsResolutionSpec
-        x::TypeEntry::array(x::Name(0x339b1f), 77), // ArrayOfHostUnresolvedVmfsVolume
-        x::TypeEntry::array(x::Name(0x33bb45), 78), // ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::TypeEntry::array(x::Name(0x34011f), 79), // ArrayOfHostVMotionCompatibility
-        x::TypeEntry::array(x::Name(0x342115), 80), // ArrayOfHostVirtualNic
+        x::TypeEntry::array(x::Name(0x2f691c), 0), // ArrayOfHostProxySwitchConfig
+        x::TypeEntry::array(x::Name(0x2f8623), 1), // ArrayOfHostProxySwitchHostLagConfig
+        x::TypeEntry::array(x::Name(0x2faa1b), 2), // ArrayOfHostPtpConfigPtpPort
+        x::TypeEntry::array(x::Name(0x2fc618), 3), // ArrayOfHostQualifiedName
+        x::TypeEntry::array(x::Name(0x2fdf15), 4), // ArrayOfHostRdmaDevice
+        x::TypeEntry::array(x::Name(0x2ff531), 5), // ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo
+        x::TypeEntry::array(x::Name(0x302713), 6), // ArrayOfHostScsiDisk
+        x::TypeEntry::array(x::Name(0x303b1c), 7), // ArrayOfHostScsiDiskPartition
+        x::TypeEntry::array(x::Name(0x305820), 8), // ArrayOfHostScsiTopologyInterface
+        x::TypeEntry::array(x::Name(0x30791a), 9), // ArrayOfHostScsiTopologyLun
+        x::TypeEntry::array(x::Name(0x30941d), 10), // ArrayOfHostScsiTopologyTarget
+        x::TypeEntry::array(x::Name(0x30b212), 11), // ArrayOfHostService
+        x::TypeEntry::array(x::Name(0x30c518), 12), // ArrayOfHostServiceConfig
+        x::TypeEntry::array(x::Name(0x30de20), 13), // ArrayOfHostSharedGpuCapabilities
+        x::TypeEntry::array(x::Name(0x30ff1a), 14), // ArrayOfHostSnmpDestination
+        x::TypeEntry::array(x::Name(0x311a1e), 15), // ArrayOfHostSriovDevicePoolInfo
+        x::TypeEntry::array(x::Name(0x31391c), 16), // ArrayOfHostSslThumbprintInfo
+        x::TypeEntry::array(x::Name(0x315627), 17), // ArrayOfHostStorageArrayTypePolicyOption
+        x::TypeEntry::array(x::Name(0x317e1d), 18), // ArrayOfHostStorageElementInfo
+        x::TypeEntry::array(x::Name(0x319c21), 19), // ArrayOfHostStorageOperationalInfo
+        x::TypeEntry::array(x::Name(0x31be2c), 20), // ArrayOfHostStorageSystemDiskLocatorLedResult
+        x::TypeEntry::array(x::Name(0x31eb25), 21), // ArrayOfHostStorageSystemScsiLunResult
+        x::TypeEntry::array(x::Name(0x321128), 22), // ArrayOfHostStorageSystemVmfsVolumeResult
+        x::TypeEntry::array(x::Name(0x323a1b), 23), // ArrayOfHostSubSpecification
+        x::TypeEntry::array(x::Name(0x325623), 24), // ArrayOfHostSystemIdentificationInfo
+        x::TypeEntry::array(x::Name(0x327a1d), 25), // ArrayOfHostSystemResourceInfo
+        x::TypeEntry::array(x::Name(0x329832), 26), // ArrayOfHostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::array(x::Name(0x32cb18), 27), // ArrayOfHostTpmDigestInfo
+        x::TypeEntry::array(x::Name(0x32e41b), 28), // ArrayOfHostTpmEventLogEntry
+        x::TypeEntry::array(x::Name(0x330028), 29), // ArrayOfHostTrustAuthorityAttestationInfo
+        x::TypeEntry::array(x::Name(0x33291f), 30), // ArrayOfHostUnresolvedVmfsExtent
+        x::TypeEntry::array(x::Name(0x334929), 31), // ArrayOfHostUnresolvedVmfsResolutionResult
+        x::TypeEntry::array(x::Name(0x337327), 32), // ArrayOfHostUnresolvedVmfsResolutionSpec
+        x::TypeEntry::array(x::Name(0x339b1f), 33), // ArrayOfHostUnresolvedVmfsVolume
+        x::TypeEntry::array(x::Name(0x33bb45), 34), // ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::TypeEntry::array(x::Name(0x34011f), 35), // ArrayOfHostVMotionCompatibility
+        x::TypeEntry::array(x::Name(0x342115), 36), // ArrayOfHostVirtualNic
+        x::TypeEntry::array(x::Name(0x34371b), 37), // ArrayOfHostVirtualNicConfig
+        x::TypeEntry::array(x::Name(0x34532c), 38), // ArrayOfHostVirtualNicManagerNicTypeSelection
+        x::TypeEntry::array(x::Name(0x348018), 39), // ArrayOfHostVirtualSwitch
+        x::TypeEntry::array(x::Name(0x34991e), 40), // ArrayOfHostVirtualSwitchConfig
+        x::TypeEntry::array(x::Name(0x34b826), 41), // ArrayOfHostVmciAccessManagerAccessSpec
+        x::TypeEntry::array(x::Name(0x34df1b), 42), // ArrayOfHostVmfsRescanResult
+        x::TypeEntry::array(x::Name(0x34fb27), 43), // ArrayOfHostVsanInternalSystemCmmdsQuery
+        x::TypeEntry::array(x::Name(0x352334), 44), // ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult
+        x::TypeEntry::array(x::Name(0x355836), 45), // ArrayOfHostVsanInternalSystemVsanObjectOperationResult
+        x::TypeEntry::array(x::Name(0x358f3e), 46), // ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
+        x::TypeEntry::array(x::Name(0x35ce12), 47), // ArrayOfHostVvolNQN
+        x::TypeEntry::array(x::Name(0x35e120), 48), // ArrayOfHostVvolVolumeHostVvolNQN
+        x::TypeEntry::array(x::Name(0x360225), 49), // ArrayOfHttpNfcLeaseDatastoreLeaseInfo
+        x::TypeEntry::array(x::Name(0x36281c), 50), // ArrayOfHttpNfcLeaseDeviceUrl
+        x::TypeEntry::array(x::Name(0x36451b), 51), // ArrayOfHttpNfcLeaseHostInfo
+        x::TypeEntry::array(x::Name(0x366120), 52), // ArrayOfHttpNfcLeaseManifestEntry
+        x::TypeEntry::array(x::Name(0x36821e), 53), // ArrayOfHttpNfcLeaseProbeResult
+        x::TypeEntry::array(x::Name(0x36a11d), 54), // ArrayOfHttpNfcLeaseSourceFile
+        x::TypeEntry::array(x::Name(0x36bf09), 55), // ArrayOfID
+        x::TypeEntry::array(x::Name(0x36c92c), 56), // ArrayOfImportOperationBulkFaultFaultOnImport
+        x::TypeEntry::array(x::Name(0x36f611), 57), // ArrayOfImportSpec
+        x::TypeEntry::primitive_array(x::Name(0x37080a), 58), // ArrayOfInt
+        x::TypeEntry::array(x::Name(0x371318), 59), // ArrayOfIoFilterHostIssue
+        x::TypeEntry::array(x::Name(0x372c0d), 60), // ArrayOfIpPool
+        x::TypeEntry::array(x::Name(0x373a18), 61), // ArrayOfIpPoolAssociation
+        x::TypeEntry::array(x::Name(0x375320), 62), // ArrayOfIpPoolManagerIpAllocation
+        x::TypeEntry::array(x::Name(0x37741c), 63), // ArrayOfIscsiDependencyEntity
+        x::TypeEntry::array(x::Name(0x379114), 64), // ArrayOfIscsiPortInfo
+        x::TypeEntry::array(x::Name(0x37a617), 65), // ArrayOfKernelModuleInfo
+        x::TypeEntry::array(x::Name(0x37be12), 66), // ArrayOfKeyAnyValue
+        x::TypeEntry::array(x::Name(0x37d10f), 67), // ArrayOfKeyValue
+        x::TypeEntry::array(x::Name(0x37e116), 68), // ArrayOfKmipClusterInfo
+        x::TypeEntry::array(x::Name(0x37f815), 69), // ArrayOfKmipServerInfo
+        x::TypeEntry::array(x::Name(0x380e30), 70), // ArrayOfLicenseAssignmentManagerLicenseAssignment
+        x::TypeEntry::array(x::Name(0x383f1e), 71), // ArrayOfLicenseAvailabilityInfo
+        x::TypeEntry::array(x::Name(0x385e19), 72), // ArrayOfLicenseFeatureInfo
+        x::TypeEntry::array(x::Name(0x387820), 73), // ArrayOfLicenseManagerLicenseInfo
+        x::TypeEntry::array(x::Name(0x38991d), 74), // ArrayOfLicenseReservationInfo
+        x::TypeEntry::array(x::Name(0x38b719), 75), // ArrayOfLocalizableMessage
+        x::TypeEntry::array(x::Name(0x38d128), 76), // ArrayOfLocalizationManagerMessageCatalog
+        x::TypeEntry::array(x::Name(0x38fa1b), 77), // ArrayOfLocalizedMethodFault
+        x::TypeEntry::primitive_array(x::Name(0x39160b), 78), // ArrayOfLong
+        x::TypeEntry::array(x::Name(0x39221a), 79), // ArrayOfManagedEntityStatus
+        x::TypeEntry::primitive_array(x::Name(0x393d1d), 80), // ArrayOfManagedObjectReference
+        x::TypeEntry::array(x::Name(0x395b1b), 81), // ArrayOfMethodActionArgument
+        x::TypeEntry::array(x::Name(0x397712), 82), // ArrayOfMethodFault
+        x::TypeEntry::array(x::Name(0x398a14), 83), // ArrayOfMissingObject
     ],
     decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0xfbb81c), x::Name(0xfbb81c)), // HostMultipathInfoLogicalUnit: HostMultipathInfoLogicalUnit
-        x::FieldEntry::repeated(x::Name(0xfc2b15), x::Name(0xfc2b15)), // HostMultipathInfoPath: HostMultipathInfoPath
-        x::FieldEntry::repeated(x::Name(0xfc581a), x::Name(0xfc581a)), // HostMultipathStateInfoPath: HostMultipathStateInfoPath
-        x::FieldEntry::repeated(x::Name(0xfc8113), x::Name(0xfc8113)), // HostNasVolumeConfig: HostNasVolumeConfig
-        x::FieldEntry::repeated(x::Name(0xfcd70e), x::Name(0xfcd70e)), // HostNatService: HostNatService
-        x::FieldEntry::repeated(x::Name(0xfce614), x::Name(0xfce614)), // HostNatServiceConfig: HostNatServiceConfig
-        x::FieldEntry::repeated(x::Name(0xfd191d), x::Name(0xfd191d)), // HostNatServicePortForwardSpec: HostNatServicePortForwardSpec
-        x::FieldEntry::repeated(x::Name(0xfd7914), x::Name(0xfd7914)), // HostNetStackInstance: HostNetStackInstance
-        x::FieldEntry::repeated(x::Name(0xfdf61d), x::Name(0xfdf61d)), // HostNetworkConfigNetStackSpec: HostNetworkConfigNetStackSpec
-        x::FieldEntry::repeated(x::Name(0xfff90c), x::Name(0xfff90c)), // HostNumaNode: HostNumaNode
-        x::FieldEntry::repeated(x::Name(0x1002315), x::Name(0x1002315)), // HostNumericSensorInfo: HostNumericSensorInfo
-        x::FieldEntry::repeated(x::Name(0x1004f13), x::Name(0x1004f13)), // HostNvmeConnectSpec: HostNvmeConnectSpec
-        x::FieldEntry::repeated(x::Name(0x1006312), x::Name(0x1006312)), // HostNvmeController: HostNvmeController
-        x::FieldEntry::repeated(x::Name(0x1007616), x::Name(0x1007616)), // HostNvmeDisconnectSpec: HostNvmeDisconnectSpec
-        x::FieldEntry::repeated(x::Name(0x100b719), x::Name(0x100b719)), // HostNvmeDiscoveryLogEntry: HostNvmeDiscoveryLogEntry
-        x::FieldEntry::repeated(x::Name(0x1011d11), x::Name(0x1011d11)), // HostNvmeNamespace: HostNvmeNamespace
-        x::FieldEntry::repeated(x::Name(0x101c719), x::Name(0x101c719)), // HostNvmeTopologyInterface: HostNvmeTopologyInterface
-        x::FieldEntry::repeated(x::Name(0x1024015), x::Name(0x1024015)), // HostOpaqueNetworkInfo: HostOpaqueNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x1025610), x::Name(0x1025610)), // HostOpaqueSwitch: HostOpaqueSwitch
-        x::FieldEntry::repeated(x::Name(0x102891f), x::Name(0x102891f)), // HostOpaqueSwitchPhysicalNicZone: HostOpaqueSwitchPhysicalNicZone
-        x::FieldEntry::repeated(x::Name(0x1032025), x::Name(0x1032025)), // HostPartialMaintenanceModeRuntimeInfo: HostPartialMaintenanceModeRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x1041416), x::Name(0x1041416)), // HostPatchManagerStatus: HostPatchManagerStatus
-        x::FieldEntry::repeated(x::Name(0x1042b27), x::Name(0x1042b27)), // HostPatchManagerStatusPrerequisitePatch: HostPatchManagerStatusPrerequisitePatch
-        x::FieldEntry::repeated(x::Name(0x104531d), x::Name(0x104531d)), // HostPathSelectionPolicyOption: HostPathSelectionPolicyOption
-        x::FieldEntry::repeated(x::Name(0x104710d), x::Name(0x104710d)), // HostPciDevice: HostPciDevice
-        x::FieldEntry::repeated(x::Name(0x1049b15), x::Name(0x1049b15)), // HostPciPassthruConfig: HostPciPassthruConfig
-        x::FieldEntry::repeated(x::Name(0x104b113), x::Name(0x104b113)), // HostPciPassthruInfo: HostPciPassthruInfo
-        x::FieldEntry::repeated(x::Name(0x1054d1e), x::Name(0x1054d1e)), // HostPlacedVirtualNicIdentifier: HostPlacedVirtualNicIdentifier
-        x::FieldEntry::repeated(x::Name(0x105821c), x::Name(0x105821c)), // HostPlugStoreTopologyAdapter: HostPlugStoreTopologyAdapter
-        x::FieldEntry::repeated(x::Name(0x1059f1b), x::Name(0x1059f1b)), // HostPlugStoreTopologyDevice: HostPlugStoreTopologyDevice
-        x::FieldEntry::repeated(x::Name(0x105bb19), x::Name(0x105bb19)), // HostPlugStoreTopologyPath: HostPlugStoreTopologyPath
-        x::FieldEntry::repeated(x::Name(0x105d51b), x::Name(0x105d51b)), // HostPlugStoreTopologyPlugin: HostPlugStoreTopologyPlugin
-        x::FieldEntry::repeated(x::Name(0x105f11b), x::Name(0x105f11b)), // HostPlugStoreTopologyTarget: HostPlugStoreTopologyTarget
-        x::FieldEntry::repeated(x::Name(0x1060d1b), x::Name(0x1060d1b)), // HostPnicNetworkResourceInfo: HostPnicNetworkResourceInfo
-        x::FieldEntry::repeated(x::Name(0x106290d), x::Name(0x106290d)), // HostPortGroup: HostPortGroup
-        x::FieldEntry::repeated(x::Name(0x1063713), x::Name(0x1063713)), // HostPortGroupConfig: HostPortGroupConfig
-        x::FieldEntry::repeated(x::Name(0x1064b11), x::Name(0x1064b11)), // HostPortGroupPort: HostPortGroupPort
-        x::FieldEntry::repeated(x::Name(0x1065d14), x::Name(0x1065d14)), // HostPortGroupProfile: HostPortGroupProfile
-        x::FieldEntry::repeated(x::Name(0x106c20f), x::Name(0x106c20f)), // HostPowerPolicy: HostPowerPolicy
-        x::FieldEntry::repeated(x::Name(0x107c830), x::Name(0x107c830)), // HostProfileManagerCompositionResultResultElement: HostProfileManagerCompositionResultResultElement
-        x::FieldEntry::repeated(x::Name(0x1085e3a), x::Name(0x1085e3a)), // HostProfileManagerCompositionValidationResultResultElement: HostProfileManagerCompositionValidationResultResultElement
-        x::FieldEntry::repeated(x::Name(0x109fe20), x::Name(0x109fe20)), // HostProfilesEntityCustomizations: HostProfilesEntityCustomizations
-        x::FieldEntry::repeated(x::Name(0x10a1f14), x::Name(0x10a1f14)), // HostProtocolEndpoint: HostProtocolEndpoint
-        x::FieldEntry::repeated(x::Name(0x10a780f), x::Name(0x10a780f)), // HostProxySwitch: HostProxySwitch
         x::FieldEntry::repeated(x::Name(0x10a8815), x::Name(0x10a8815)), // HostProxySwitchConfig: HostProxySwitchConfig
         x::FieldEntry::repeated(x::Name(0x10ab51c), x::Name(0x10ab51c)), // HostProxySwitchHostLagConfig: HostProxySwitchHostLagConfig
         x::FieldEntry::repeated(x::Name(0x10b0c14), x::Name(0x10b0c14)), // HostPtpConfigPtpPort: HostPtpConfigPtpPort
@@ -171,59 +130,154 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0x11b603e), x::Name(0x11b603e)), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
         x::FieldEntry::repeated(x::Name(0x11c8d18), x::Name(0x11c8d18)), // HostVMotionCompatibility: HostVMotionCompatibility
         x::FieldEntry::repeated(x::Name(0x11e3a0e), x::Name(0x11e3a0e)), // HostVirtualNic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x11e4914), x::Name(0x11e4914)), // HostVirtualNicConfig: HostVirtualNicConfig
+        x::FieldEntry::repeated(x::Name(0x11ec825), x::Name(0x11ec825)), // HostVirtualNicManagerNicTypeSelection: HostVirtualNicManagerNicTypeSelection
+        x::FieldEntry::repeated(x::Name(0x11f2111), x::Name(0x11f2111)), // HostVirtualSwitch: HostVirtualSwitch
+        x::FieldEntry::repeated(x::Name(0x11fa117), x::Name(0x11fa117)), // HostVirtualSwitchConfig: HostVirtualSwitchConfig
+        x::FieldEntry::repeated(x::Name(0x11fed1f), x::Name(0x11fed1f)), // HostVmciAccessManagerAccessSpec: HostVmciAccessManagerAccessSpec
+        x::FieldEntry::repeated(x::Name(0x1202714), x::Name(0x1202714)), // HostVmfsRescanResult: HostVmfsRescanResult
+        x::FieldEntry::repeated(x::Name(0x120c020), x::Name(0x120c020)), // HostVsanInternalSystemCmmdsQuery: HostVsanInternalSystemCmmdsQuery
+        x::FieldEntry::repeated(x::Name(0x120e12d), x::Name(0x120e12d)), // HostVsanInternalSystemDeleteVsanObjectsResult: HostVsanInternalSystemDeleteVsanObjectsResult
+        x::FieldEntry::repeated(x::Name(0x1210f2f), x::Name(0x1210f2f)), // HostVsanInternalSystemVsanObjectOperationResult: HostVsanInternalSystemVsanObjectOperationResult
+        x::FieldEntry::repeated(x::Name(0x1213f37), x::Name(0x1213f37)), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
+        x::FieldEntry::repeated(x::Name(0x121770b), x::Name(0x121770b)), // HostVvolNQN: HostVvolNQN
+        x::FieldEntry::repeated(x::Name(0x1219219), x::Name(0x1219219)), // HostVvolVolumeHostVvolNQN: HostVvolVolumeHostVvolNQN
+        x::FieldEntry::repeated(x::Name(0x122811e), x::Name(0x122811e)), // HttpNfcLeaseDatastoreLeaseInfo: HttpNfcLeaseDatastoreLeaseInfo
+        x::FieldEntry::repeated(x::Name(0x122a015), x::Name(0x122a015)), // HttpNfcLeaseDeviceUrl: HttpNfcLeaseDeviceUrl
+        x::FieldEntry::repeated(x::Name(0x122d914), x::Name(0x122d914)), // HttpNfcLeaseHostInfo: HttpNfcLeaseHostInfo
+        x::FieldEntry::repeated(x::Name(0x122ff19), x::Name(0x122ff19)), // HttpNfcLeaseManifestEntry: HttpNfcLeaseManifestEntry
+        x::FieldEntry::repeated(x::Name(0x1235017), x::Name(0x1235017)), // HttpNfcLeaseProbeResult: HttpNfcLeaseProbeResult
+        x::FieldEntry::repeated(x::Name(0x123fc16), x::Name(0x123fc16)), // HttpNfcLeaseSourceFile: HttpNfcLeaseSourceFile
+        x::FieldEntry::repeated(x::Name(0x1243a02), x::Name(0x1243a02)), // ID: ID
+        x::FieldEntry::repeated(x::Name(0x1251025), x::Name(0x1251025)), // ImportOperationBulkFaultFaultOnImport: ImportOperationBulkFaultFaultOnImport
+        x::FieldEntry::repeated(x::Name(0x125360a), x::Name(0x125360a)), // ImportSpec: ImportSpec
+        x::FieldEntry::repeated(x::Name(0x2a94603), x::Name(0x2a94603)), // int: int
+        x::FieldEntry::repeated(x::Name(0x130a311), x::Name(0x130a311)), // IoFilterHostIssue: IoFilterHostIssue
+        x::FieldEntry::repeated(x::Name(0x1314606), x::Name(0x1314606)), // IpPool: IpPool
+        x::FieldEntry::repeated(x::Name(0x1314d11), x::Name(0x1314d11)), // IpPoolAssociation: IpPoolAssociation
+        x::FieldEntry::repeated(x::Name(0x1317619), x::Name(0x1317619)), // IpPoolManagerIpAllocation: IpPoolManagerIpAllocation
+        x::FieldEntry::repeated(x::Name(0x1320815), x::Name(0x1320815)), // IscsiDependencyEntity: IscsiDependencyEntity
+        x::FieldEntry::repeated(x::Name(0x133580d), x::Name(0x133580d)), // IscsiPortInfo: IscsiPortInfo
+        x::FieldEntry::repeated(x::Name(0x133e010), x::Name(0x133e010)), // KernelModuleInfo: KernelModuleInfo
+        x::FieldEntry::repeated(x::Name(0x134090b), x::Name(0x134090b)), // KeyAnyValue: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x134dd08), x::Name(0x134dd08)), // KeyValue: KeyValue
+        x::FieldEntry::repeated(x::Name(0x134e60f), x::Name(0x134e60f)), // KmipClusterInfo: KmipClusterInfo
+        x::FieldEntry::repeated(x::Name(0x135980e), x::Name(0x135980e)), // KmipServerInfo: KmipServerInfo
+        x::FieldEntry::repeated(x::Name(0x1377929), x::Name(0x1377929)), // LicenseAssignmentManagerLicenseAssignment: LicenseAssignmentManagerLicenseAssignment
+        x::FieldEntry::repeated(x::Name(0x137a317), x::Name(0x137a317)), // LicenseAvailabilityInfo: LicenseAvailabilityInfo
+        x::FieldEntry::repeated(x::Name(0x1382f12), x::Name(0x1382f12)), // LicenseFeatureInfo: LicenseFeatureInfo
+        x::FieldEntry::repeated(x::Name(0x138cb19), x::Name(0x138cb19)), // LicenseManagerLicenseInfo: LicenseManagerLicenseInfo
+        x::FieldEntry::repeated(x::Name(0x1392c16), x::Name(0x1392c16)), // LicenseReservationInfo: LicenseReservationInfo
+        x::FieldEntry::repeated(x::Name(0x13d2d12), x::Name(0x13d2d12)), // LocalizableMessage: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x13d4021), x::Name(0x13d4021)), // LocalizationManagerMessageCatalog: LocalizationManagerMessageCatalog
+        x::FieldEntry::repeated(x::Name(0x13d6214), x::Name(0x13d6214)), // LocalizedMethodFault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2be5304), x::Name(0x2be5304)), // long: long
+        x::FieldEntry::repeated(x::Name(0x13fc613), x::Name(0x13fc613)), // ManagedEntityStatus: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x13ff016), x::Name(0x13ff016)), // ManagedObjectReference: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x1423e14), x::Name(0x1423e14)), // MethodActionArgument: MethodActionArgument
+        x::FieldEntry::repeated(x::Name(0x1428f0b), x::Name(0x1428f0b)), // MethodFault: MethodFault
+        x::FieldEntry::repeated(x::Name(0x144db0d), x::Name(0x144db0d)), // MissingObject: MissingObject
     ],
     values: &[
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitchConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitchHostLagConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPtpConfigPtpPort(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostQualifiedName(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostRdmaDevice(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiDisk(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiDiskPartition(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyInterface(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyLun(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSharedGpuCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSnmpDestination(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageElementInfo(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageOperationalInfo(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageSystemScsiLunResult(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageSystemVmfsVolumeResult(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSubSpecification(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemIdentificationInfo(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemResourceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTpmDigestInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTpmEventLogEntry(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTrustAuthorityAttestationInfo(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsExtent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsVolume(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVMotionCompatibility(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNic(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNicConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitchConfig(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVmciAccessManagerAccessSpec(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVmfsRescanResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVvolNQN(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVvolVolumeHostVvolNQN(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseDeviceUrl(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseHostInfo(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseManifestEntry(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseProbeResult(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseSourceFile(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfID(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfImportOperationBulkFaultFaultOnImport(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfImportSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPoolAssociation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPoolManagerIpAllocation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIscsiPortInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKernelModuleInfo(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKeyAnyValue(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKeyValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKmipClusterInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKmipServerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseFeatureInfo(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseManagerLicenseInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizableMessage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizedMethodFault(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfManagedEntityStatus(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMethodActionArgument(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMethodFault(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMissingObject(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "admin")] ArrayOfHostMultipathInfoLogicalUnit(Box<Vec<HostMultipathInfoLogicalUnit>>),
-    #[cfg(feature = "admin")] ArrayOfHostMultipathInfoPath(Box<Vec<HostMultipathInfoPath>>),
-    #[cfg(feature = "admin")] ArrayOfHostMultipathStateInfoPath(Box<Vec<HostMultipathStateInfoPath>>),
-    #[cfg(feature = "admin")] ArrayOfHostNasVolumeConfig(Box<Vec<HostNasVolumeConfig>>),
-    #[cfg(feature = "admin")] ArrayOfHostNatService(Box<Vec<HostNatService>>),
-    #[cfg(feature = "admin")] ArrayOfHostNatServiceConfig(Box<Vec<HostNatServiceConfig>>),
-    #[cfg(feature = "admin")] ArrayOfHostNatServicePortForwardSpec(Box<Vec<HostNatServicePortForwardSpec>>),
-    #[cfg(feature = "admin")] ArrayOfHostNetStackInstance(Box<Vec<HostNetStackInstance>>),
-    #[cfg(feature = "admin")] ArrayOfHostNetworkConfigNetStackSpec(Box<Vec<HostNetworkConfigNetStackSpec>>),
-    #[cfg(feature = "admin")] ArrayOfHostNumaNode(Box<Vec<HostNumaNode>>),
-    ArrayOfHostNumericSensorInfo(Box<Vec<HostNumericSensorInfo>>),
-    #[cfg(feature = "admin")] ArrayOfHostNvmeConnectSpec(Box<Vec<HostNvmeConnectSpec>>),
-    #[cfg(feature = "admin")] ArrayOfHostNvmeController(Box<Vec<HostNvmeController>>),
-    #[cfg(feature = "admin")] ArrayOfHostNvmeDisconnectSpec(Box<Vec<HostNvmeDisconnectSpec>>),
-    #[cfg(feature = "admin")] ArrayOfHostNvmeDiscoveryLogEntry(Box<Vec<HostNvmeDiscoveryLogEntry>>),
-    #[cfg(feature = "admin")] ArrayOfHostNvmeNamespace(Box<Vec<HostNvmeNamespace>>),
-    #[cfg(feature = "admin")] ArrayOfHostNvmeTopologyInterface(Box<Vec<HostNvmeTopologyInterface>>),
-    #[cfg(feature = "admin")] ArrayOfHostOpaqueNetworkInfo(Box<Vec<HostOpaqueNetworkInfo>>),
-    #[cfg(feature = "admin")] ArrayOfHostOpaqueSwitch(Box<Vec<HostOpaqueSwitch>>),
-    #[cfg(feature = "admin")] ArrayOfHostOpaqueSwitchPhysicalNicZone(Box<Vec<HostOpaqueSwitchPhysicalNicZone>>),
-    ArrayOfHostPartialMaintenanceModeRuntimeInfo(Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>),
-    ArrayOfHostPatchManagerStatus(Box<Vec<HostPatchManagerStatus>>),
-    ArrayOfHostPatchManagerStatusPrerequisitePatch(Box<Vec<HostPatchManagerStatusPrerequisitePatch>>),
-    #[cfg(feature = "admin")] ArrayOfHostPathSelectionPolicyOption(Box<Vec<HostPathSelectionPolicyOption>>),
-    ArrayOfHostPciDevice(Box<Vec<HostPciDevice>>),
-    #[cfg(feature = "admin")] ArrayOfHostPciPassthruConfig(Box<Vec<AnyHostPciPassthruConfig>>),
-    #[cfg(feature = "admin")] ArrayOfHostPciPassthruInfo(Box<Vec<AnyHostPciPassthruInfo>>),
-    ArrayOfHostPlacedVirtualNicIdentifier(Box<Vec<HostPlacedVirtualNicIdentifier>>),
-    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyAdapter(Box<Vec<HostPlugStoreTopologyAdapter>>),
-    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyDevice(Box<Vec<HostPlugStoreTopologyDevice>>),
-    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyPath(Box<Vec<HostPlugStoreTopologyPath>>),
-    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyPlugin(Box<Vec<HostPlugStoreTopologyPlugin>>),
-    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyTarget(Box<Vec<HostPlugStoreTopologyTarget>>),
-    ArrayOfHostPnicNetworkResourceInfo(Box<Vec<HostPnicNetworkResourceInfo>>),
-    #[cfg(feature = "admin")] ArrayOfHostPortGroup(Box<Vec<HostPortGroup>>),
-    #[cfg(feature = "admin")] ArrayOfHostPortGroupConfig(Box<Vec<HostPortGroupConfig>>),
-    #[cfg(feature = "admin")] ArrayOfHostPortGroupPort(Box<Vec<HostPortGroupPort>>),
-    ArrayOfHostPortGroupProfile(Box<Vec<HostPortGroupProfile>>),
-    #[cfg(feature = "admin")] ArrayOfHostPowerPolicy(Box<Vec<HostPowerPolicy>>),
-    ArrayOfHostProfileManagerCompositionResultResultElement(Box<Vec<HostProfileManagerCompositionResultResultElement>>),
-    ArrayOfHostProfileManagerCompositionValidationResultResultElement(Box<Vec<HostProfileManagerCompositionValidationResultResultElement>>),
-    ArrayOfHostProfilesEntityCustomizations(Box<Vec<AnyHostProfilesEntityCustomizations>>),
-    ArrayOfHostProtocolEndpoint(Box<Vec<HostProtocolEndpoint>>),
-    #[cfg(feature = "admin")] ArrayOfHostProxySwitch(Box<Vec<HostProxySwitch>>),
     #[cfg(feature = "admin")] ArrayOfHostProxySwitchConfig(Box<Vec<HostProxySwitchConfig>>),
     #[cfg(feature = "admin")] ArrayOfHostProxySwitchHostLagConfig(Box<Vec<HostProxySwitchHostLagConfig>>),
     #[cfg(feature = "admin")] ArrayOfHostPtpConfigPtpPort(Box<Vec<HostPtpConfigPtpPort>>),
@@ -261,6 +315,50 @@ pub enum Object {
     ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box<Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>>),
     ArrayOfHostVMotionCompatibility(Box<Vec<HostVMotionCompatibility>>),
     #[cfg(feature = "admin")] ArrayOfHostVirtualNic(Box<Vec<HostVirtualNic>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualNicConfig(Box<Vec<HostVirtualNicConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualNicManagerNicTypeSelection(Box<Vec<HostVirtualNicManagerNicTypeSelection>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualSwitch(Box<Vec<HostVirtualSwitch>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualSwitchConfig(Box<Vec<HostVirtualSwitchConfig>>),
+    ArrayOfHostVmciAccessManagerAccessSpec(Box<Vec<HostVmciAccessManagerAccessSpec>>),
+    ArrayOfHostVmfsRescanResult(Box<Vec<HostVmfsRescanResult>>),
+    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemCmmdsQuery(Box<Vec<HostVsanInternalSystemCmmdsQuery>>),
+    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>),
+    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemVsanObjectOperationResult(Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>),
+    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>),
+    ArrayOfHostVvolNQN(Box<Vec<HostVvolNQN>>),
+    ArrayOfHostVvolVolumeHostVvolNQN(Box<Vec<HostVvolVolumeHostVvolNQN>>),
+    ArrayOfHttpNfcLeaseDatastoreLeaseInfo(Box<Vec<HttpNfcLeaseDatastoreLeaseInfo>>),
+    ArrayOfHttpNfcLeaseDeviceUrl(Box<Vec<HttpNfcLeaseDeviceUrl>>),
+    ArrayOfHttpNfcLeaseHostInfo(Box<Vec<HttpNfcLeaseHostInfo>>),
+    ArrayOfHttpNfcLeaseManifestEntry(Box<Vec<HttpNfcLeaseManifestEntry>>),
+    ArrayOfHttpNfcLeaseProbeResult(Box<Vec<HttpNfcLeaseProbeResult>>),
+    ArrayOfHttpNfcLeaseSourceFile(Box<Vec<HttpNfcLeaseSourceFile>>),
+    ArrayOfID(Box<Vec<ID>>),
+    ArrayOfImportOperationBulkFaultFaultOnImport(Box<Vec<ImportOperationBulkFaultFaultOnImport>>),
+    ArrayOfImportSpec(Box<Vec<AnyImportSpec>>),
+    #[cfg(feature = "admin")] ArrayOfIoFilterHostIssue(Box<Vec<IoFilterHostIssue>>),
+    #[cfg(feature = "admin")] ArrayOfIpPool(Box<Vec<IpPool>>),
+    #[cfg(feature = "admin")] ArrayOfIpPoolAssociation(Box<Vec<IpPoolAssociation>>),
+    #[cfg(feature = "admin")] ArrayOfIpPoolManagerIpAllocation(Box<Vec<IpPoolManagerIpAllocation>>),
+    #[cfg(feature = "admin")] ArrayOfIscsiDependencyEntity(Box<Vec<IscsiDependencyEntity>>),
+    #[cfg(feature = "admin")] ArrayOfIscsiPortInfo(Box<Vec<IscsiPortInfo>>),
+    #[cfg(feature = "admin")] ArrayOfKernelModuleInfo(Box<Vec<KernelModuleInfo>>),
+    ArrayOfKeyAnyValue(Box<Vec<KeyAnyValue>>),
+    ArrayOfKeyValue(Box<Vec<KeyValue>>),
+    #[cfg(feature = "admin")] ArrayOfKmipClusterInfo(Box<Vec<KmipClusterInfo>>),
+    #[cfg(feature = "admin")] ArrayOfKmipServerInfo(Box<Vec<KmipServerInfo>>),
+    #[cfg(feature = "admin")] ArrayOfLicenseAssignmentManagerLicenseAssignment(Box<Vec<LicenseAssignmentManagerLicenseAssignment>>),
+    #[cfg(feature = "admin")] ArrayOfLicenseAvailabilityInfo(Box<Vec<LicenseAvailabilityInfo>>),
+    ArrayOfLicenseFeatureInfo(Box<Vec<LicenseFeatureInfo>>),
+    ArrayOfLicenseManagerLicenseInfo(Box<Vec<LicenseManagerLicenseInfo>>),
+    #[cfg(feature = "admin")] ArrayOfLicenseReservationInfo(Box<Vec<LicenseReservationInfo>>),
+    ArrayOfLocalizableMessage(Box<Vec<LocalizableMessage>>),
+    #[cfg(feature = "admin")] ArrayOfLocalizationManagerMessageCatalog(Box<Vec<LocalizationManagerMessageCatalog>>),
+    ArrayOfLocalizedMethodFault(Box<Vec<LocalizedMethodFault>>),
+    ArrayOfManagedEntityStatus(Box<Vec<ManagedEntityStatus>>),
+    ArrayOfMethodActionArgument(Box<Vec<MethodActionArgument>>),
+    ArrayOfMethodFault(Box<Vec<AnyMethodFault>>),
+    ArrayOfMissingObject(Box<Vec<MissingObject>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -269,145 +367,9 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathInfoLogicalUnit(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathInfoPath(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathStateInfoPath(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatService(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatServicePortForwardSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetStackInstance(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetworkConfigNetStackSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumaNode(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumericSensorInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeConnectSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeController(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDisconnectSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDiscoveryLogEntry(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeNamespace(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeTopologyInterface(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueSwitch(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPatchManagerStatus(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPathSelectionPolicyOption(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciDevice(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruInfo(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlacedVirtualNicIdentifier(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyAdapter(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyDevice(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyPath(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyPlugin(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyTarget(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPnicNetworkResourceInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroup(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupPort(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPowerPolicy(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfileManagerCompositionResultResultElement(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfilesEntityCustomizations(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProtocolEndpoint(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitch(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitchConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitchHostLagConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPtpConfigPtpPort(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostQualifiedName(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostRdmaDevice(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiDisk(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiDiskPartition(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyInterface(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyLun(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyTarget(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostService(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostServiceConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSharedGpuCapabilities(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSnmpDestination(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageElementInfo(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageOperationalInfo(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageSystemScsiLunResult(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageSystemVmfsVolumeResult(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSubSpecification(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemIdentificationInfo(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemResourceInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTpmDigestInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTpmEventLogEntry(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTrustAuthorityAttestationInfo(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsExtent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsVolume(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVMotionCompatibility(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNic(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNumericSensorInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPatchManagerStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPciDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPnicNetworkResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostProfilesEntityCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostProtocolEndpoint(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchHostLagConfig(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostPtpConfigPtpPort(v) => std::fmt::Debug::fmt(&**v, f),
@@ -445,6 +407,50 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVMotionCompatibility(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostVmfsRescanResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHttpNfcLeaseHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHttpNfcLeaseManifestEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHttpNfcLeaseProbeResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfHttpNfcLeaseSourceFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfID(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfImportSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfKeyAnyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfKeyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfLicenseFeatureInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfLicenseManagerLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfLocalizableMessage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfLocalizedMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfManagedEntityStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfMethodActionArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfMissingObject(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -458,50 +464,6 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(_) => "ArrayOfHostMultipathInfoLogicalUnit",
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(_) => "ArrayOfHostMultipathInfoPath",
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(_) => "ArrayOfHostMultipathStateInfoPath",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(_) => "ArrayOfHostNasVolumeConfig",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(_) => "ArrayOfHostNatService",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(_) => "ArrayOfHostNatServiceConfig",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(_) => "ArrayOfHostNatServicePortForwardSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(_) => "ArrayOfHostNetStackInstance",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(_) => "ArrayOfHostNetworkConfigNetStackSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(_) => "ArrayOfHostNumaNode",
-            Object::ArrayOfHostNumericSensorInfo(_) => "ArrayOfHostNumericSensorInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(_) => "ArrayOfHostNvmeConnectSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(_) => "ArrayOfHostNvmeController",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(_) => "ArrayOfHostNvmeDisconnectSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(_) => "ArrayOfHostNvmeDiscoveryLogEntry",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(_) => "ArrayOfHostNvmeNamespace",
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(_) => "ArrayOfHostNvmeTopologyInterface",
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(_) => "ArrayOfHostOpaqueNetworkInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(_) => "ArrayOfHostOpaqueSwitch",
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(_) => "ArrayOfHostOpaqueSwitchPhysicalNicZone",
-            Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(_) => "ArrayOfHostPartialMaintenanceModeRuntimeInfo",
-            Object::ArrayOfHostPatchManagerStatus(_) => "ArrayOfHostPatchManagerStatus",
-            Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(_) => "ArrayOfHostPatchManagerStatusPrerequisitePatch",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(_) => "ArrayOfHostPathSelectionPolicyOption",
-            Object::ArrayOfHostPciDevice(_) => "ArrayOfHostPciDevice",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(_) => "ArrayOfHostPciPassthruConfig",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(_) => "ArrayOfHostPciPassthruInfo",
-            Object::ArrayOfHostPlacedVirtualNicIdentifier(_) => "ArrayOfHostPlacedVirtualNicIdentifier",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(_) => "ArrayOfHostPlugStoreTopologyAdapter",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(_) => "ArrayOfHostPlugStoreTopologyDevice",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(_) => "ArrayOfHostPlugStoreTopologyPath",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(_) => "ArrayOfHostPlugStoreTopologyPlugin",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(_) => "ArrayOfHostPlugStoreTopologyTarget",
-            Object::ArrayOfHostPnicNetworkResourceInfo(_) => "ArrayOfHostPnicNetworkResourceInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(_) => "ArrayOfHostPortGroup",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(_) => "ArrayOfHostPortGroupConfig",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(_) => "ArrayOfHostPortGroupPort",
-            Object::ArrayOfHostPortGroupProfile(_) => "ArrayOfHostPortGroupProfile",
-            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(_) => "ArrayOfHostPowerPolicy",
-            Object::ArrayOfHostProfileManagerCompositionResultResultElement(_) => "ArrayOfHostProfileManagerCompositionResultResultElement",
-            Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(_) => "ArrayOfHostProfileManagerCompositionValidationResultResultElement",
-            Object::ArrayOfHostProfilesEntityCustomizations(_) => "ArrayOfHostProfilesEntityCustomizations",
-            Object::ArrayOfHostProtocolEndpoint(_) => "ArrayOfHostProtocolEndpoint",
-            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(_) => "ArrayOfHostProxySwitch",
             #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchConfig(_) => "ArrayOfHostProxySwitchConfig",
             #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchHostLagConfig(_) => "ArrayOfHostProxySwitchHostLagConfig",
             #[cfg(feature = "admin")] Object::ArrayOfHostPtpConfigPtpPort(_) => "ArrayOfHostPtpConfigPtpPort",
@@ -539,6 +501,50 @@ impl x::DataObject for Object {
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(_) => "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
             Object::ArrayOfHostVMotionCompatibility(_) => "ArrayOfHostVMotionCompatibility",
             #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNic(_) => "ArrayOfHostVirtualNic",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(_) => "ArrayOfHostVirtualNicConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(_) => "ArrayOfHostVirtualNicManagerNicTypeSelection",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(_) => "ArrayOfHostVirtualSwitch",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(_) => "ArrayOfHostVirtualSwitchConfig",
+            Object::ArrayOfHostVmciAccessManagerAccessSpec(_) => "ArrayOfHostVmciAccessManagerAccessSpec",
+            Object::ArrayOfHostVmfsRescanResult(_) => "ArrayOfHostVmfsRescanResult",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(_) => "ArrayOfHostVsanInternalSystemCmmdsQuery",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(_) => "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(_) => "ArrayOfHostVsanInternalSystemVsanObjectOperationResult",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(_) => "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
+            Object::ArrayOfHostVvolNQN(_) => "ArrayOfHostVvolNQN",
+            Object::ArrayOfHostVvolVolumeHostVvolNQN(_) => "ArrayOfHostVvolVolumeHostVvolNQN",
+            Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(_) => "ArrayOfHttpNfcLeaseDatastoreLeaseInfo",
+            Object::ArrayOfHttpNfcLeaseDeviceUrl(_) => "ArrayOfHttpNfcLeaseDeviceUrl",
+            Object::ArrayOfHttpNfcLeaseHostInfo(_) => "ArrayOfHttpNfcLeaseHostInfo",
+            Object::ArrayOfHttpNfcLeaseManifestEntry(_) => "ArrayOfHttpNfcLeaseManifestEntry",
+            Object::ArrayOfHttpNfcLeaseProbeResult(_) => "ArrayOfHttpNfcLeaseProbeResult",
+            Object::ArrayOfHttpNfcLeaseSourceFile(_) => "ArrayOfHttpNfcLeaseSourceFile",
+            Object::ArrayOfID(_) => "ArrayOfID",
+            Object::ArrayOfImportOperationBulkFaultFaultOnImport(_) => "ArrayOfImportOperationBulkFaultFaultOnImport",
+            Object::ArrayOfImportSpec(_) => "ArrayOfImportSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(_) => "ArrayOfIoFilterHostIssue",
+            #[cfg(feature = "admin")] Object::ArrayOfIpPool(_) => "ArrayOfIpPool",
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(_) => "ArrayOfIpPoolAssociation",
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(_) => "ArrayOfIpPoolManagerIpAllocation",
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(_) => "ArrayOfIscsiDependencyEntity",
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(_) => "ArrayOfIscsiPortInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(_) => "ArrayOfKernelModuleInfo",
+            Object::ArrayOfKeyAnyValue(_) => "ArrayOfKeyAnyValue",
+            Object::ArrayOfKeyValue(_) => "ArrayOfKeyValue",
+            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(_) => "ArrayOfKmipClusterInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(_) => "ArrayOfKmipServerInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(_) => "ArrayOfLicenseAssignmentManagerLicenseAssignment",
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(_) => "ArrayOfLicenseAvailabilityInfo",
+            Object::ArrayOfLicenseFeatureInfo(_) => "ArrayOfLicenseFeatureInfo",
+            Object::ArrayOfLicenseManagerLicenseInfo(_) => "ArrayOfLicenseManagerLicenseInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(_) => "ArrayOfLicenseReservationInfo",
+            Object::ArrayOfLocalizableMessage(_) => "ArrayOfLocalizableMessage",
+            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(_) => "ArrayOfLocalizationManagerMessageCatalog",
+            Object::ArrayOfLocalizedMethodFault(_) => "ArrayOfLocalizedMethodFault",
+            Object::ArrayOfManagedEntityStatus(_) => "ArrayOfManagedEntityStatus",
+            Object::ArrayOfMethodActionArgument(_) => "ArrayOfMethodActionArgument",
+            Object::ArrayOfMethodFault(_) => "ArrayOfMethodFault",
+            Object::ArrayOfMissingObject(_) => "ArrayOfMissingObject",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -558,50 +564,6 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNumericSensorInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPatchManagerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPciDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPnicNetworkResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostProfilesEntityCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostProtocolEndpoint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchHostLagConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostPtpConfigPtpPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -639,714 +601,54 @@ impl x::DataObject for Object {
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVMotionCompatibility(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostVmfsRescanResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHttpNfcLeaseHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHttpNfcLeaseManifestEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHttpNfcLeaseProbeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfHttpNfcLeaseSourceFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfID(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfImportSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfKeyAnyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfKeyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfLicenseFeatureInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfLicenseManagerLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfLocalizableMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfLocalizedMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfManagedEntityStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfMethodActionArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfMissingObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathInfoLogicalUnit {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostMultipathInfoLogicalUnit>>) -> Object {
-        Object::ArrayOfHostMultipathInfoLogicalUnit(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostMultipathInfoLogicalUnit>> {
-        match object { Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostMultipathInfoLogicalUnit>>, Object> {
-        match object { Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathInfoPath {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostMultipathInfoPath>>) -> Object {
-        Object::ArrayOfHostMultipathInfoPath(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostMultipathInfoPath>> {
-        match object { Object::ArrayOfHostMultipathInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostMultipathInfoPath>>, Object> {
-        match object { Object::ArrayOfHostMultipathInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathStateInfoPath {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostMultipathStateInfoPath>>) -> Object {
-        Object::ArrayOfHostMultipathStateInfoPath(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostMultipathStateInfoPath>> {
-        match object { Object::ArrayOfHostMultipathStateInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostMultipathStateInfoPath>>, Object> {
-        match object { Object::ArrayOfHostMultipathStateInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNasVolumeConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNasVolumeConfig>>) -> Object {
-        Object::ArrayOfHostNasVolumeConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNasVolumeConfig>> {
-        match object { Object::ArrayOfHostNasVolumeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNasVolumeConfig>>, Object> {
-        match object { Object::ArrayOfHostNasVolumeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatService {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNatService>>) -> Object {
-        Object::ArrayOfHostNatService(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNatService>> {
-        match object { Object::ArrayOfHostNatService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNatService>>, Object> {
-        match object { Object::ArrayOfHostNatService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatServiceConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNatServiceConfig>>) -> Object {
-        Object::ArrayOfHostNatServiceConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNatServiceConfig>> {
-        match object { Object::ArrayOfHostNatServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNatServiceConfig>>, Object> {
-        match object { Object::ArrayOfHostNatServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatServicePortForwardSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNatServicePortForwardSpec>>) -> Object {
-        Object::ArrayOfHostNatServicePortForwardSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNatServicePortForwardSpec>> {
-        match object { Object::ArrayOfHostNatServicePortForwardSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNatServicePortForwardSpec>>, Object> {
-        match object { Object::ArrayOfHostNatServicePortForwardSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNetStackInstance {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNetStackInstance>>) -> Object {
-        Object::ArrayOfHostNetStackInstance(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNetStackInstance>> {
-        match object { Object::ArrayOfHostNetStackInstance(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNetStackInstance>>, Object> {
-        match object { Object::ArrayOfHostNetStackInstance(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNetworkConfigNetStackSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNetworkConfigNetStackSpec>>) -> Object {
-        Object::ArrayOfHostNetworkConfigNetStackSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNetworkConfigNetStackSpec>> {
-        match object { Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNetworkConfigNetStackSpec>>, Object> {
-        match object { Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNumaNode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNumaNode>>) -> Object {
-        Object::ArrayOfHostNumaNode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNumaNode>> {
-        match object { Object::ArrayOfHostNumaNode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNumaNode>>, Object> {
-        match object { Object::ArrayOfHostNumaNode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostNumericSensorInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNumericSensorInfo>>) -> Object {
-        Object::ArrayOfHostNumericSensorInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNumericSensorInfo>> {
-        match object { Object::ArrayOfHostNumericSensorInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNumericSensorInfo>>, Object> {
-        match object { Object::ArrayOfHostNumericSensorInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeConnectSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNvmeConnectSpec>>) -> Object {
-        Object::ArrayOfHostNvmeConnectSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeConnectSpec>> {
-        match object { Object::ArrayOfHostNvmeConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeConnectSpec>>, Object> {
-        match object { Object::ArrayOfHostNvmeConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeController {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNvmeController>>) -> Object {
-        Object::ArrayOfHostNvmeController(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeController>> {
-        match object { Object::ArrayOfHostNvmeController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeController>>, Object> {
-        match object { Object::ArrayOfHostNvmeController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeDisconnectSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNvmeDisconnectSpec>>) -> Object {
-        Object::ArrayOfHostNvmeDisconnectSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeDisconnectSpec>> {
-        match object { Object::ArrayOfHostNvmeDisconnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeDisconnectSpec>>, Object> {
-        match object { Object::ArrayOfHostNvmeDisconnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeDiscoveryLogEntry {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNvmeDiscoveryLogEntry>>) -> Object {
-        Object::ArrayOfHostNvmeDiscoveryLogEntry(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeDiscoveryLogEntry>> {
-        match object { Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeDiscoveryLogEntry>>, Object> {
-        match object { Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeNamespace {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNvmeNamespace>>) -> Object {
-        Object::ArrayOfHostNvmeNamespace(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeNamespace>> {
-        match object { Object::ArrayOfHostNvmeNamespace(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeNamespace>>, Object> {
-        match object { Object::ArrayOfHostNvmeNamespace(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeTopologyInterface {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostNvmeTopologyInterface>>) -> Object {
-        Object::ArrayOfHostNvmeTopologyInterface(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostNvmeTopologyInterface>> {
-        match object { Object::ArrayOfHostNvmeTopologyInterface(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostNvmeTopologyInterface>>, Object> {
-        match object { Object::ArrayOfHostNvmeTopologyInterface(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueNetworkInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostOpaqueNetworkInfo>>) -> Object {
-        Object::ArrayOfHostOpaqueNetworkInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueNetworkInfo>> {
-        match object { Object::ArrayOfHostOpaqueNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueNetworkInfo>>, Object> {
-        match object { Object::ArrayOfHostOpaqueNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueSwitch {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostOpaqueSwitch>>) -> Object {
-        Object::ArrayOfHostOpaqueSwitch(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueSwitch>> {
-        match object { Object::ArrayOfHostOpaqueSwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueSwitch>>, Object> {
-        match object { Object::ArrayOfHostOpaqueSwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueSwitchPhysicalNicZone {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostOpaqueSwitchPhysicalNicZone>>) -> Object {
-        Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueSwitchPhysicalNicZone>> {
-        match object { Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueSwitchPhysicalNicZone>>, Object> {
-        match object { Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostPartialMaintenanceModeRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>) -> Object {
-        Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPartialMaintenanceModeRuntimeInfo>> {
-        match object { Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>, Object> {
-        match object { Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostPatchManagerStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPatchManagerStatus>>) -> Object {
-        Object::ArrayOfHostPatchManagerStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPatchManagerStatus>> {
-        match object { Object::ArrayOfHostPatchManagerStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPatchManagerStatus>>, Object> {
-        match object { Object::ArrayOfHostPatchManagerStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostPatchManagerStatusPrerequisitePatch {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPatchManagerStatusPrerequisitePatch>>) -> Object {
-        Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPatchManagerStatusPrerequisitePatch>> {
-        match object { Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPatchManagerStatusPrerequisitePatch>>, Object> {
-        match object { Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPathSelectionPolicyOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPathSelectionPolicyOption>>) -> Object {
-        Object::ArrayOfHostPathSelectionPolicyOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPathSelectionPolicyOption>> {
-        match object { Object::ArrayOfHostPathSelectionPolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPathSelectionPolicyOption>>, Object> {
-        match object { Object::ArrayOfHostPathSelectionPolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostPciDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPciDevice>>) -> Object {
-        Object::ArrayOfHostPciDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPciDevice>> {
-        match object { Object::ArrayOfHostPciDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPciDevice>>, Object> {
-        match object { Object::ArrayOfHostPciDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostPciPassthruConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyHostPciPassthruConfig>>) -> Object {
-        Object::ArrayOfHostPciPassthruConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyHostPciPassthruConfig>> {
-        match object { Object::ArrayOfHostPciPassthruConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyHostPciPassthruConfig>>, Object> {
-        match object { Object::ArrayOfHostPciPassthruConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostPciPassthruInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyHostPciPassthruInfo>>) -> Object {
-        Object::ArrayOfHostPciPassthruInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyHostPciPassthruInfo>> {
-        match object { Object::ArrayOfHostPciPassthruInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyHostPciPassthruInfo>>, Object> {
-        match object { Object::ArrayOfHostPciPassthruInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostPlacedVirtualNicIdentifier {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPlacedVirtualNicIdentifier>>) -> Object {
-        Object::ArrayOfHostPlacedVirtualNicIdentifier(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPlacedVirtualNicIdentifier>> {
-        match object { Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPlacedVirtualNicIdentifier>>, Object> {
-        match object { Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyAdapter {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPlugStoreTopologyAdapter>>) -> Object {
-        Object::ArrayOfHostPlugStoreTopologyAdapter(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyAdapter>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyAdapter>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPlugStoreTopologyDevice>>) -> Object {
-        Object::ArrayOfHostPlugStoreTopologyDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyDevice>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyDevice>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyPath {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPlugStoreTopologyPath>>) -> Object {
-        Object::ArrayOfHostPlugStoreTopologyPath(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyPath>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyPath>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyPlugin {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPlugStoreTopologyPlugin>>) -> Object {
-        Object::ArrayOfHostPlugStoreTopologyPlugin(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyPlugin>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyPlugin>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyTarget {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPlugStoreTopologyTarget>>) -> Object {
-        Object::ArrayOfHostPlugStoreTopologyTarget(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyTarget>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyTarget>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostPnicNetworkResourceInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPnicNetworkResourceInfo>>) -> Object {
-        Object::ArrayOfHostPnicNetworkResourceInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPnicNetworkResourceInfo>> {
-        match object { Object::ArrayOfHostPnicNetworkResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPnicNetworkResourceInfo>>, Object> {
-        match object { Object::ArrayOfHostPnicNetworkResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroup {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPortGroup>>) -> Object {
-        Object::ArrayOfHostPortGroup(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPortGroup>> {
-        match object { Object::ArrayOfHostPortGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPortGroup>>, Object> {
-        match object { Object::ArrayOfHostPortGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroupConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPortGroupConfig>>) -> Object {
-        Object::ArrayOfHostPortGroupConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupConfig>> {
-        match object { Object::ArrayOfHostPortGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupConfig>>, Object> {
-        match object { Object::ArrayOfHostPortGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroupPort {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPortGroupPort>>) -> Object {
-        Object::ArrayOfHostPortGroupPort(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupPort>> {
-        match object { Object::ArrayOfHostPortGroupPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupPort>>, Object> {
-        match object { Object::ArrayOfHostPortGroupPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostPortGroupProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPortGroupProfile>>) -> Object {
-        Object::ArrayOfHostPortGroupProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupProfile>> {
-        match object { Object::ArrayOfHostPortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupProfile>>, Object> {
-        match object { Object::ArrayOfHostPortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPowerPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostPowerPolicy>>) -> Object {
-        Object::ArrayOfHostPowerPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostPowerPolicy>> {
-        match object { Object::ArrayOfHostPowerPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostPowerPolicy>>, Object> {
-        match object { Object::ArrayOfHostPowerPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostProfileManagerCompositionResultResultElement {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostProfileManagerCompositionResultResultElement>>) -> Object {
-        Object::ArrayOfHostProfileManagerCompositionResultResultElement(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostProfileManagerCompositionResultResultElement>> {
-        match object { Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostProfileManagerCompositionResultResultElement>>, Object> {
-        match object { Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostProfileManagerCompositionValidationResultResultElement {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostProfileManagerCompositionValidationResultResultElement>>) -> Object {
-        Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostProfileManagerCompositionValidationResultResultElement>> {
-        match object { Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostProfileManagerCompositionValidationResultResultElement>>, Object> {
-        match object { Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyHostProfilesEntityCustomizations {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyHostProfilesEntityCustomizations>>) -> Object {
-        Object::ArrayOfHostProfilesEntityCustomizations(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyHostProfilesEntityCustomizations>> {
-        match object { Object::ArrayOfHostProfilesEntityCustomizations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyHostProfilesEntityCustomizations>>, Object> {
-        match object { Object::ArrayOfHostProfilesEntityCustomizations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostProtocolEndpoint {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostProtocolEndpoint>>) -> Object {
-        Object::ArrayOfHostProtocolEndpoint(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostProtocolEndpoint>> {
-        match object { Object::ArrayOfHostProtocolEndpoint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostProtocolEndpoint>>, Object> {
-        match object { Object::ArrayOfHostProtocolEndpoint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostProxySwitch {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostProxySwitch>>) -> Object {
-        Object::ArrayOfHostProxySwitch(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostProxySwitch>> {
-        match object { Object::ArrayOfHostProxySwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostProxySwitch>>, Object> {
-        match object { Object::ArrayOfHostProxySwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 #[cfg(feature = "admin")] impl x::ObjectArrayItem for HostProxySwitchConfig {
     type Object = Object;
@@ -1937,5 +1239,709 @@ impl x::ObjectArrayItem for HostVMotionCompatibility {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVirtualNic>>, Object> {
         match object { Object::ArrayOfHostVirtualNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualNicConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVirtualNicConfig>>) -> Object {
+        Object::ArrayOfHostVirtualNicConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVirtualNicConfig>> {
+        match object { Object::ArrayOfHostVirtualNicConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVirtualNicConfig>>, Object> {
+        match object { Object::ArrayOfHostVirtualNicConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualNicManagerNicTypeSelection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVirtualNicManagerNicTypeSelection>>) -> Object {
+        Object::ArrayOfHostVirtualNicManagerNicTypeSelection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVirtualNicManagerNicTypeSelection>> {
+        match object { Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVirtualNicManagerNicTypeSelection>>, Object> {
+        match object { Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualSwitch {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVirtualSwitch>>) -> Object {
+        Object::ArrayOfHostVirtualSwitch(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVirtualSwitch>> {
+        match object { Object::ArrayOfHostVirtualSwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVirtualSwitch>>, Object> {
+        match object { Object::ArrayOfHostVirtualSwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualSwitchConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVirtualSwitchConfig>>) -> Object {
+        Object::ArrayOfHostVirtualSwitchConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVirtualSwitchConfig>> {
+        match object { Object::ArrayOfHostVirtualSwitchConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVirtualSwitchConfig>>, Object> {
+        match object { Object::ArrayOfHostVirtualSwitchConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostVmciAccessManagerAccessSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVmciAccessManagerAccessSpec>>) -> Object {
+        Object::ArrayOfHostVmciAccessManagerAccessSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVmciAccessManagerAccessSpec>> {
+        match object { Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVmciAccessManagerAccessSpec>>, Object> {
+        match object { Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostVmfsRescanResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVmfsRescanResult>>) -> Object {
+        Object::ArrayOfHostVmfsRescanResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVmfsRescanResult>> {
+        match object { Object::ArrayOfHostVmfsRescanResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVmfsRescanResult>>, Object> {
+        match object { Object::ArrayOfHostVmfsRescanResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemCmmdsQuery {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVsanInternalSystemCmmdsQuery>>) -> Object {
+        Object::ArrayOfHostVsanInternalSystemCmmdsQuery(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemCmmdsQuery>> {
+        match object { Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemCmmdsQuery>>, Object> {
+        match object { Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>) -> Object {
+        Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemDeleteVsanObjectsResult>> {
+        match object { Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>, Object> {
+        match object { Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>) -> Object {
+        Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemVsanObjectOperationResult>> {
+        match object { Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>, Object> {
+        match object { Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>) -> Object {
+        Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>> {
+        match object { Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>, Object> {
+        match object { Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostVvolNQN {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVvolNQN>>) -> Object {
+        Object::ArrayOfHostVvolNQN(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVvolNQN>> {
+        match object { Object::ArrayOfHostVvolNQN(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVvolNQN>>, Object> {
+        match object { Object::ArrayOfHostVvolNQN(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HostVvolVolumeHostVvolNQN {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HostVvolVolumeHostVvolNQN>>) -> Object {
+        Object::ArrayOfHostVvolVolumeHostVvolNQN(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HostVvolVolumeHostVvolNQN>> {
+        match object { Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HostVvolVolumeHostVvolNQN>>, Object> {
+        match object { Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HttpNfcLeaseDatastoreLeaseInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HttpNfcLeaseDatastoreLeaseInfo>>) -> Object {
+        Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseDatastoreLeaseInfo>> {
+        match object { Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseDatastoreLeaseInfo>>, Object> {
+        match object { Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HttpNfcLeaseDeviceUrl {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HttpNfcLeaseDeviceUrl>>) -> Object {
+        Object::ArrayOfHttpNfcLeaseDeviceUrl(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseDeviceUrl>> {
+        match object { Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseDeviceUrl>>, Object> {
+        match object { Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HttpNfcLeaseHostInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HttpNfcLeaseHostInfo>>) -> Object {
+        Object::ArrayOfHttpNfcLeaseHostInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseHostInfo>> {
+        match object { Object::ArrayOfHttpNfcLeaseHostInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseHostInfo>>, Object> {
+        match object { Object::ArrayOfHttpNfcLeaseHostInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HttpNfcLeaseManifestEntry {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HttpNfcLeaseManifestEntry>>) -> Object {
+        Object::ArrayOfHttpNfcLeaseManifestEntry(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseManifestEntry>> {
+        match object { Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseManifestEntry>>, Object> {
+        match object { Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HttpNfcLeaseProbeResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HttpNfcLeaseProbeResult>>) -> Object {
+        Object::ArrayOfHttpNfcLeaseProbeResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseProbeResult>> {
+        match object { Object::ArrayOfHttpNfcLeaseProbeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseProbeResult>>, Object> {
+        match object { Object::ArrayOfHttpNfcLeaseProbeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for HttpNfcLeaseSourceFile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<HttpNfcLeaseSourceFile>>) -> Object {
+        Object::ArrayOfHttpNfcLeaseSourceFile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseSourceFile>> {
+        match object { Object::ArrayOfHttpNfcLeaseSourceFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseSourceFile>>, Object> {
+        match object { Object::ArrayOfHttpNfcLeaseSourceFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ID {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ID>>) -> Object {
+        Object::ArrayOfID(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ID>> {
+        match object { Object::ArrayOfID(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ID>>, Object> {
+        match object { Object::ArrayOfID(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ImportOperationBulkFaultFaultOnImport {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ImportOperationBulkFaultFaultOnImport>>) -> Object {
+        Object::ArrayOfImportOperationBulkFaultFaultOnImport(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ImportOperationBulkFaultFaultOnImport>> {
+        match object { Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ImportOperationBulkFaultFaultOnImport>>, Object> {
+        match object { Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyImportSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyImportSpec>>) -> Object {
+        Object::ArrayOfImportSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyImportSpec>> {
+        match object { Object::ArrayOfImportSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyImportSpec>>, Object> {
+        match object { Object::ArrayOfImportSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IoFilterHostIssue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<IoFilterHostIssue>>) -> Object {
+        Object::ArrayOfIoFilterHostIssue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<IoFilterHostIssue>> {
+        match object { Object::ArrayOfIoFilterHostIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<IoFilterHostIssue>>, Object> {
+        match object { Object::ArrayOfIoFilterHostIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPool {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<IpPool>>) -> Object {
+        Object::ArrayOfIpPool(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<IpPool>> {
+        match object { Object::ArrayOfIpPool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<IpPool>>, Object> {
+        match object { Object::ArrayOfIpPool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPoolAssociation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<IpPoolAssociation>>) -> Object {
+        Object::ArrayOfIpPoolAssociation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<IpPoolAssociation>> {
+        match object { Object::ArrayOfIpPoolAssociation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<IpPoolAssociation>>, Object> {
+        match object { Object::ArrayOfIpPoolAssociation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPoolManagerIpAllocation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<IpPoolManagerIpAllocation>>) -> Object {
+        Object::ArrayOfIpPoolManagerIpAllocation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<IpPoolManagerIpAllocation>> {
+        match object { Object::ArrayOfIpPoolManagerIpAllocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<IpPoolManagerIpAllocation>>, Object> {
+        match object { Object::ArrayOfIpPoolManagerIpAllocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IscsiDependencyEntity {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<IscsiDependencyEntity>>) -> Object {
+        Object::ArrayOfIscsiDependencyEntity(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<IscsiDependencyEntity>> {
+        match object { Object::ArrayOfIscsiDependencyEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<IscsiDependencyEntity>>, Object> {
+        match object { Object::ArrayOfIscsiDependencyEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IscsiPortInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<IscsiPortInfo>>) -> Object {
+        Object::ArrayOfIscsiPortInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<IscsiPortInfo>> {
+        match object { Object::ArrayOfIscsiPortInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<IscsiPortInfo>>, Object> {
+        match object { Object::ArrayOfIscsiPortInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for KernelModuleInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<KernelModuleInfo>>) -> Object {
+        Object::ArrayOfKernelModuleInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<KernelModuleInfo>> {
+        match object { Object::ArrayOfKernelModuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<KernelModuleInfo>>, Object> {
+        match object { Object::ArrayOfKernelModuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for KeyAnyValue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<KeyAnyValue>>) -> Object {
+        Object::ArrayOfKeyAnyValue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<KeyAnyValue>> {
+        match object { Object::ArrayOfKeyAnyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<KeyAnyValue>>, Object> {
+        match object { Object::ArrayOfKeyAnyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for KeyValue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<KeyValue>>) -> Object {
+        Object::ArrayOfKeyValue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<KeyValue>> {
+        match object { Object::ArrayOfKeyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<KeyValue>>, Object> {
+        match object { Object::ArrayOfKeyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for KmipClusterInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<KmipClusterInfo>>) -> Object {
+        Object::ArrayOfKmipClusterInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<KmipClusterInfo>> {
+        match object { Object::ArrayOfKmipClusterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<KmipClusterInfo>>, Object> {
+        match object { Object::ArrayOfKmipClusterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for KmipServerInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<KmipServerInfo>>) -> Object {
+        Object::ArrayOfKmipServerInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<KmipServerInfo>> {
+        match object { Object::ArrayOfKmipServerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<KmipServerInfo>>, Object> {
+        match object { Object::ArrayOfKmipServerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseAssignmentManagerLicenseAssignment {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<LicenseAssignmentManagerLicenseAssignment>>) -> Object {
+        Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<LicenseAssignmentManagerLicenseAssignment>> {
+        match object { Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<LicenseAssignmentManagerLicenseAssignment>>, Object> {
+        match object { Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseAvailabilityInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<LicenseAvailabilityInfo>>) -> Object {
+        Object::ArrayOfLicenseAvailabilityInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<LicenseAvailabilityInfo>> {
+        match object { Object::ArrayOfLicenseAvailabilityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<LicenseAvailabilityInfo>>, Object> {
+        match object { Object::ArrayOfLicenseAvailabilityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for LicenseFeatureInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<LicenseFeatureInfo>>) -> Object {
+        Object::ArrayOfLicenseFeatureInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<LicenseFeatureInfo>> {
+        match object { Object::ArrayOfLicenseFeatureInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<LicenseFeatureInfo>>, Object> {
+        match object { Object::ArrayOfLicenseFeatureInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for LicenseManagerLicenseInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<LicenseManagerLicenseInfo>>) -> Object {
+        Object::ArrayOfLicenseManagerLicenseInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<LicenseManagerLicenseInfo>> {
+        match object { Object::ArrayOfLicenseManagerLicenseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<LicenseManagerLicenseInfo>>, Object> {
+        match object { Object::ArrayOfLicenseManagerLicenseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseReservationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<LicenseReservationInfo>>) -> Object {
+        Object::ArrayOfLicenseReservationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<LicenseReservationInfo>> {
+        match object { Object::ArrayOfLicenseReservationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<LicenseReservationInfo>>, Object> {
+        match object { Object::ArrayOfLicenseReservationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for LocalizableMessage {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<LocalizableMessage>>) -> Object {
+        Object::ArrayOfLocalizableMessage(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<LocalizableMessage>> {
+        match object { Object::ArrayOfLocalizableMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<LocalizableMessage>>, Object> {
+        match object { Object::ArrayOfLocalizableMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for LocalizationManagerMessageCatalog {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<LocalizationManagerMessageCatalog>>) -> Object {
+        Object::ArrayOfLocalizationManagerMessageCatalog(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<LocalizationManagerMessageCatalog>> {
+        match object { Object::ArrayOfLocalizationManagerMessageCatalog(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<LocalizationManagerMessageCatalog>>, Object> {
+        match object { Object::ArrayOfLocalizationManagerMessageCatalog(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for LocalizedMethodFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<LocalizedMethodFault>>) -> Object {
+        Object::ArrayOfLocalizedMethodFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<LocalizedMethodFault>> {
+        match object { Object::ArrayOfLocalizedMethodFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<LocalizedMethodFault>>, Object> {
+        match object { Object::ArrayOfLocalizedMethodFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ManagedEntityStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ManagedEntityStatus>>) -> Object {
+        Object::ArrayOfManagedEntityStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ManagedEntityStatus>> {
+        match object { Object::ArrayOfManagedEntityStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ManagedEntityStatus>>, Object> {
+        match object { Object::ArrayOfManagedEntityStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for MethodActionArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<MethodActionArgument>>) -> Object {
+        Object::ArrayOfMethodActionArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<MethodActionArgument>> {
+        match object { Object::ArrayOfMethodActionArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<MethodActionArgument>>, Object> {
+        match object { Object::ArrayOfMethodActionArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyMethodFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyMethodFault>>) -> Object {
+        Object::ArrayOfMethodFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyMethodFault>> {
+        match object { Object::ArrayOfMethodFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyMethodFault>>, Object> {
+        match object { Object::ArrayOfMethodFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for MissingObject {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<MissingObject>>) -> Object {
+        Object::ArrayOfMissingObject(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<MissingObject>> {
+        match object { Object::ArrayOfMissingObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<MissingObject>>, Object> {
+        match object { Object::ArrayOfMissingObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,140 +6,90 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::array(x::Name(0x34371b), 0), // ArrayOfHostVirtualNicConfig
-        x::TypeEntry::array(x::Name(0x34532c), 1), // ArrayOfHostVirtualNicManagerNicTypeSelection
-        x::TypeEntry::array(x::Name(0x348018), 2), // ArrayOfHostVirtualSwitch
-        x::TypeEntry::array(x::Name(0x34991e), 3), // ArrayOfHostVirtualSwitchConfig
-        x::TypeEntry::array(x::Name(0x34b826), 4), // ArrayOfHostVmciAccessManagerAccessSpec
-        x::TypeEntry::array(x::Name(0x34df1b), 5), // ArrayOfHostVmfsRescanResult
-        x::TypeEntry::array(x::Name(0x34fb27), 6), // ArrayOfHostVsanInternalSystemCmmdsQuery
-        x::TypeEntry::array(x::Name(0x352334), 7), // ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult
-        x::TypeEntry::array(x::Name(0x355836), 8), // ArrayOfHostVsanInternalSystemVsanObjectOperationResult
-        x::TypeEntry::array(x::Name(0x358f3e), 9), // ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
-        x::TypeEntry::array(x::Name(0x35ce12), 10), // ArrayOfHostVvolNQN
-        x::TypeEntry::array(x::Name(0x35e120), 11), // ArrayOfHostVvolVolumeHostVvolNQN
-        x::TypeEntry::array(x::Name(0x360225), 12), // ArrayOfHttpNfcLeaseDatastoreLeaseInfo
-        x::TypeEntry::array(x::Name(0x36281c), 13), // ArrayOfHttpNfcLeaseDeviceUrl
-        x::TypeEntry::array(x::Name(0x36451b), 14), // ArrayOfHttpNfcLeaseHostInfo
-        x::TypeEntry::array(x::Name(0x366120), 15), // ArrayOfHttpNfcLeaseManifestEntry
-        x::TypeEntry::array(x::Name(0x36821e), 16), // ArrayOfHttpNfcLeaseProbeResult
-        x::TypeEntry::array(x::Name(0x36a11d), 17), // ArrayOfHttpNfcLeaseSourceFile
-        x::TypeEntry::array(x::Name(0x36bf09), 18), // ArrayOfID
-        x::TypeEntry::array(x::Name(0x36c92c), 19), // ArrayOfImportOperationBulkFaultFaultOnImport
-        x::TypeEntry::array(x::Name(0x36f611), 20), // ArrayOfImportSpec
-        x::TypeEntry::primitive_array(x::Name(0x37080a), 21), // ArrayOfInt
-        x::TypeEntry::array(x::Name(0x371318), 22), // ArrayOfIoFilterHostIssue
-        x::TypeEntry::array(x::Name(0x372c0d), 23), // ArrayOfIpPool
-        x::TypeEntry::array(x::Name(0x373a18), 24), // ArrayOfIpPoolAssociation
-        x::TypeEntry::array(x::Name(0x375320), 25), // ArrayOfIpPoolManagerIpAllocation
-        x::TypeEntry::array(x::Name(0x37741c), 26), // ArrayOfIscsiDependencyEntity
-        x::TypeEntry::array(x::Name(0x379114), 27), // ArrayOfIscsiPortInfo
-        x::TypeEntry::array(x::Name(0x37a617), 28), // ArrayOfKernelModuleInfo
-        x::TypeEntry::array(x::Name(0x37be12), 29), // ArrayOfKeyAnyValue
-        x::TypeEntry::array(x::Name(0x37d10f), 30), // ArrayOfKeyValue
-        x::TypeEntry::array(x::Name(0x37e116), 31), // ArrayOfKmipClusterInfo
-        x::TypeEntry::array(x::Name(0x37f815), 32), // ArrayOfKmipServerInfo
-        x::TypeEntry::array(x::Name(0x380e30), 33), // ArrayOfLicenseAssignmentManagerLicenseAssignment
-        x::TypeEntry::array(x::Name(0x383f1e), 34), // ArrayOfLicenseAvailabilityInfo
-        x::TypeEntry::array(x::Name(0x385e19), 35), // ArrayOfLicenseFeatureInfo
-        x::TypeEntry::array(x::Name(0x387820), 36), // ArrayOfLicenseManagerLicenseInfo
-        x::TypeEntry::array(x::Name(0x38991d), 37), // ArrayOfLicenseReservationInfo
-        x::TypeEntry::array(x::Name(0x38b719), 38), // ArrayOfLocalizableMessage
-        x::TypeEntry::array(x::Name(0x38d128), 39), // ArrayOfLocalizationManagerMessageCatalog
-        x::TypeEntry::array(x::Name(0x38fa1b), 40), // ArrayOfLocalizedMethodFault
-        x::TypeEntry::primitive_array(x::Name(0x39160b), 41), // ArrayOfLong
-        x::TypeEntry::array(x::Name(0x39221a), 42), // ArrayOfManagedEntityStatus
-        x::TypeEntry::primitive_array(x::Name(0x393d1d), 43), // ArrayOfManagedObjectReference
-        x::TypeEntry::array(x::Name(0x395b1b), 44), // ArrayOfMethodActionArgument
-        x::TypeEntry::array(x::Name(0x397712), 45), // ArrayOfMethodFault
-        x::TypeEntry::array(x::Name(0x398a14), 46), // ArrayOfMissingObject
-        x::TypeEntry::array(x::Name(0x399f16), 47), // ArrayOfMissingProperty
-        x::TypeEntry::array(x::Name(0x39b634), 48), // ArrayOfMultipleCertificatesVerifyFaultThumbprintData
-        x::TypeEntry::array(x::Name(0x39eb18), 49), // ArrayOfNasStorageProfile
-        x::TypeEntry::array(x::Name(0x3a041f), 50), // ArrayOfNetIpConfigInfoIpAddress
-        x::TypeEntry::array(x::Name(0x3a2423), 51), // ArrayOfNetIpConfigSpecIpAddressSpec
-        x::TypeEntry::array(x::Name(0x3a4822), 52), // ArrayOfNetIpRouteConfigInfoIpRoute
-        x::TypeEntry::array(x::Name(0x3a6b26), 53), // ArrayOfNetIpRouteConfigSpecIpRouteSpec
-        x::TypeEntry::array(x::Name(0x3a9222), 54), // ArrayOfNetIpStackInfoDefaultRouter
-        x::TypeEntry::array(x::Name(0x3ab51f), 55), // ArrayOfNetIpStackInfoNetToMedia
-        x::TypeEntry::array(x::Name(0x3ad51e), 56), // ArrayOfNetStackInstanceProfile
-        x::TypeEntry::array(x::Name(0x3af423), 57), // ArrayOfNoPermissionEntityPrivileges
-        x::TypeEntry::array(x::Name(0x3b1819), 58), // ArrayOfNsxHostVNicProfile
-        x::TypeEntry::array(x::Name(0x3b3213), 59), // ArrayOfNumericRange
-        x::TypeEntry::array(x::Name(0x3b4615), 60), // ArrayOfNvdimmDimmInfo
-        x::TypeEntry::array(x::Name(0x3b5c11), 61), // ArrayOfNvdimmGuid
-        x::TypeEntry::array(x::Name(0x3b6e1e), 62), // ArrayOfNvdimmInterleaveSetInfo
-        x::TypeEntry::array(x::Name(0x3b8d1d), 63), // ArrayOfNvdimmNamespaceDetails
-        x::TypeEntry::array(x::Name(0x3bab1a), 64), // ArrayOfNvdimmNamespaceInfo
-        x::TypeEntry::array(x::Name(0x3bc617), 65), // ArrayOfNvdimmRegionInfo
-        x::TypeEntry::array(x::Name(0x3bde14), 66), // ArrayOfObjectContent
-        x::TypeEntry::array(x::Name(0x3bf311), 67), // ArrayOfObjectSpec
-        x::TypeEntry::array(x::Name(0x3c0513), 68), // ArrayOfObjectUpdate
-        x::TypeEntry::array(x::Name(0x3c191e), 69), // ArrayOfOpaqueNetworkTargetInfo
-        x::TypeEntry::array(x::Name(0x3c3810), 70), // ArrayOfOptionDef
-        x::TypeEntry::array(x::Name(0x3c4914), 71), // ArrayOfOptionProfile
-        x::TypeEntry::array(x::Name(0x3c5e12), 72), // ArrayOfOptionValue
-        x::TypeEntry::array(x::Name(0x3c7119), 73), // ArrayOfOvfConsumerOstNode
-        x::TypeEntry::array(x::Name(0x3c8b1c), 74), // ArrayOfOvfConsumerOvfSection
-        x::TypeEntry::array(x::Name(0x3ca81a), 75), // ArrayOfOvfDatastoreMapping
-        x::TypeEntry::array(x::Name(0x3cc31a), 76), // ArrayOfOvfDeploymentOption
-        x::TypeEntry::array(x::Name(0x3cde0e), 77), // ArrayOfOvfFile
-        x::TypeEntry::array(x::Name(0x3ced12), 78), // ArrayOfOvfFileItem
-        x::TypeEntry::array(x::Name(0x3d0015), 79), // ArrayOfOvfNetworkInfo
-        x::TypeEntry::array(x::Name(0x3d1618), 80), // ArrayOfOvfNetworkMapping
-        x::TypeEntry::array(x::Name(0x3d2f14), 81), // ArrayOfOvfOptionInfo
-        x::TypeEntry::array(x::Name(0x3d4415), 82), // ArrayOfOvfResourceMap
-        x::TypeEntry::array(x::Name(0x3d5a1f), 83), // ArrayOfOvfStorageProfileMapping
+        x::TypeEntry::array(x::Name(0x399f16), 0), // ArrayOfMissingProperty
+        x::TypeEntry::array(x::Name(0x39b634), 1), // ArrayOfMultipleCertificatesVerifyFaultThumbprintData
+        x::TypeEntry::array(x::Name(0x39eb18), 2), // ArrayOfNasStorageProfile
+        x::TypeEntry::array(x::Name(0x3a041f), 3), // ArrayOfNetIpConfigInfoIpAddress
+        x::TypeEntry::array(x::Name(0x3a2423), 4), // ArrayOfNetIpConfigSpecIpAddressSpec
+        x::TypeEntry::array(x::Name(0x3a4822), 5), // ArrayOfNetIpRouteConfigInfoIpRoute
+        x::TypeEntry::array(x::Name(0x3a6b26), 6), // ArrayOfNetIpRouteConfigSpecIpRouteSpec
+        x::TypeEntry::array(x::Name(0x3a9222), 7), // ArrayOfNetIpStackInfoDefaultRouter
+        x::TypeEntry::array(x::Name(0x3ab51f), 8), // ArrayOfNetIpStackInfoNetToMedia
+        x::TypeEntry::array(x::Name(0x3ad51e), 9), // ArrayOfNetStackInstanceProfile
+        x::TypeEntry::array(x::Name(0x3af423), 10), // ArrayOfNoPermissionEntityPrivileges
+        x::TypeEntry::array(x::Name(0x3b1819), 11), // ArrayOfNsxHostVNicProfile
+        x::TypeEntry::array(x::Name(0x3b3213), 12), // ArrayOfNumericRange
+        x::TypeEntry::array(x::Name(0x3b4615), 13), // ArrayOfNvdimmDimmInfo
+        x::TypeEntry::array(x::Name(0x3b5c11), 14), // ArrayOfNvdimmGuid
+        x::TypeEntry::array(x::Name(0x3b6e1e), 15), // ArrayOfNvdimmInterleaveSetInfo
+        x::TypeEntry::array(x::Name(0x3b8d1d), 16), // ArrayOfNvdimmNamespaceDetails
+        x::TypeEntry::array(x::Name(0x3bab1a), 17), // ArrayOfNvdimmNamespaceInfo
+        x::TypeEntry::array(x::Name(0x3bc617), 18), // ArrayOfNvdimmRegionInfo
+        x::TypeEntry::array(x::Name(0x3bde14), 19), // ArrayOfObjectContent
+        x::TypeEntry::array(x::Name(0x3bf311), 20), // ArrayOfObjectSpec
+        x::TypeEntry::array(x::Name(0x3c0513), 21), // ArrayOfObjectUpdate
+        x::TypeEntry::array(x::Name(0x3c191e), 22), // ArrayOfOpaqueNetworkTargetInfo
+        x::TypeEntry::array(x::Name(0x3c3810), 23), // ArrayOfOptionDef
+        x::TypeEntry::array(x::Name(0x3c4914), 24), // ArrayOfOptionProfile
+        x::TypeEntry::array(x::Name(0x3c5e12), 25), // ArrayOfOptionValue
+        x::TypeEntry::array(x::Name(0x3c7119), 26), // ArrayOfOvfConsumerOstNode
+        x::TypeEntry::array(x::Name(0x3c8b1c), 27), // ArrayOfOvfConsumerOvfSection
+        x::TypeEntry::array(x::Name(0x3ca81a), 28), // ArrayOfOvfDatastoreMapping
+        x::TypeEntry::array(x::Name(0x3cc31a), 29), // ArrayOfOvfDeploymentOption
+        x::TypeEntry::array(x::Name(0x3cde0e), 30), // ArrayOfOvfFile
+        x::TypeEntry::array(x::Name(0x3ced12), 31), // ArrayOfOvfFileItem
+        x::TypeEntry::array(x::Name(0x3d0015), 32), // ArrayOfOvfNetworkInfo
+        x::TypeEntry::array(x::Name(0x3d1618), 33), // ArrayOfOvfNetworkMapping
+        x::TypeEntry::array(x::Name(0x3d2f14), 34), // ArrayOfOvfOptionInfo
+        x::TypeEntry::array(x::Name(0x3d4415), 35), // ArrayOfOvfResourceMap
+        x::TypeEntry::array(x::Name(0x3d5a1f), 36), // ArrayOfOvfStorageProfileMapping
+        x::TypeEntry::array(x::Name(0x3d7a16), 37), // ArrayOfPerfCounterInfo
+        x::TypeEntry::array(x::Name(0x3d911b), 38), // ArrayOfPerfEntityMetricBase
+        x::TypeEntry::array(x::Name(0x3dad13), 39), // ArrayOfPerfInterval
+        x::TypeEntry::array(x::Name(0x3dc113), 40), // ArrayOfPerfMetricId
+        x::TypeEntry::array(x::Name(0x3dd517), 41), // ArrayOfPerfMetricSeries
+        x::TypeEntry::array(x::Name(0x3ded1a), 42), // ArrayOfPerfMetricSeriesCSV
+        x::TypeEntry::array(x::Name(0x3e0814), 43), // ArrayOfPerfQuerySpec
+        x::TypeEntry::array(x::Name(0x3e1d15), 44), // ArrayOfPerfSampleInfo
+        x::TypeEntry::array(x::Name(0x3e332c), 45), // ArrayOfPerformanceManagerCounterLevelMapping
+        x::TypeEntry::array(x::Name(0x3e6011), 46), // ArrayOfPermission
+        x::TypeEntry::array(x::Name(0x3e7218), 47), // ArrayOfPermissionProfile
+        x::TypeEntry::array(x::Name(0x3e8b12), 48), // ArrayOfPhysicalNic
+        x::TypeEntry::array(x::Name(0x3e9e18), 49), // ArrayOfPhysicalNicConfig
+        x::TypeEntry::array(x::Name(0x3eb71a), 50), // ArrayOfPhysicalNicHintInfo
+        x::TypeEntry::array(x::Name(0x3ed218), 51), // ArrayOfPhysicalNicIpHint
+        x::TypeEntry::array(x::Name(0x3eeb1a), 52), // ArrayOfPhysicalNicLinkInfo
+        x::TypeEntry::array(x::Name(0x3f061a), 53), // ArrayOfPhysicalNicNameHint
+        x::TypeEntry::array(x::Name(0x3f2119), 54), // ArrayOfPhysicalNicProfile
+        x::TypeEntry::array(x::Name(0x3f3b1c), 55), // ArrayOfPlacementAffinityRule
+        x::TypeEntry::array(x::Name(0x3f5814), 56), // ArrayOfPlacementSpec
+        x::TypeEntry::array(x::Name(0x3f6d18), 57), // ArrayOfPnicUplinkProfile
+        x::TypeEntry::array(x::Name(0x3f8615), 58), // ArrayOfPodDiskLocator
+        x::TypeEntry::array(x::Name(0x3f9c13), 59), // ArrayOfPolicyOption
+        x::TypeEntry::array(x::Name(0x3fb01c), 60), // ArrayOfPrivilegeAvailability
+        x::TypeEntry::array(x::Name(0x3fcd1b), 61), // ArrayOfProductComponentInfo
+        x::TypeEntry::array(x::Name(0x3fe922), 62), // ArrayOfProfileApplyProfileProperty
+        x::TypeEntry::array(x::Name(0x400c2b), 63), // ArrayOfProfileDeferredPolicyOptionParameter
+        x::TypeEntry::array(x::Name(0x403820), 64), // ArrayOfProfileDescriptionSection
+        x::TypeEntry::array(x::Name(0x40591a), 65), // ArrayOfProfileExecuteError
+        x::TypeEntry::array(x::Name(0x407418), 66), // ArrayOfProfileExpression
+        x::TypeEntry::array(x::Name(0x408d20), 67), // ArrayOfProfileExpressionMetadata
+        x::TypeEntry::array(x::Name(0x40ae16), 68), // ArrayOfProfileMetadata
+        x::TypeEntry::array(x::Name(0x40c52d), 69), // ArrayOfProfileMetadataProfileOperationMessage
+        x::TypeEntry::array(x::Name(0x40f325), 70), // ArrayOfProfileMetadataProfileSortSpec
+        x::TypeEntry::array(x::Name(0x41191f), 71), // ArrayOfProfileParameterMetadata
+        x::TypeEntry::array(x::Name(0x413938), 72), // ArrayOfProfileParameterMetadataParameterRelationMetadata
+        x::TypeEntry::array(x::Name(0x417214), 73), // ArrayOfProfilePolicy
+        x::TypeEntry::array(x::Name(0x41871c), 74), // ArrayOfProfilePolicyMetadata
+        x::TypeEntry::array(x::Name(0x41a422), 75), // ArrayOfProfilePolicyOptionMetadata
+        x::TypeEntry::array(x::Name(0x41c726), 76), // ArrayOfProfileProfileStructureProperty
+        x::TypeEntry::array(x::Name(0x41ee1a), 77), // ArrayOfProfilePropertyPath
+        x::TypeEntry::array(x::Name(0x420927), 78), // ArrayOfProfileUpdateFailedUpdateFailure
+        x::TypeEntry::array(x::Name(0x423115), 79), // ArrayOfPropertyChange
+        x::TypeEntry::array(x::Name(0x424719), 80), // ArrayOfPropertyFilterSpec
     ],
     decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0x11e4914), x::Name(0x11e4914)), // HostVirtualNicConfig: HostVirtualNicConfig
-        x::FieldEntry::repeated(x::Name(0x11ec825), x::Name(0x11ec825)), // HostVirtualNicManagerNicTypeSelection: HostVirtualNicManagerNicTypeSelection
-        x::FieldEntry::repeated(x::Name(0x11f2111), x::Name(0x11f2111)), // HostVirtualSwitch: HostVirtualSwitch
-        x::FieldEntry::repeated(x::Name(0x11fa117), x::Name(0x11fa117)), // HostVirtualSwitchConfig: HostVirtualSwitchConfig
-        x::FieldEntry::repeated(x::Name(0x11fed1f), x::Name(0x11fed1f)), // HostVmciAccessManagerAccessSpec: HostVmciAccessManagerAccessSpec
-        x::FieldEntry::repeated(x::Name(0x1202714), x::Name(0x1202714)), // HostVmfsRescanResult: HostVmfsRescanResult
-        x::FieldEntry::repeated(x::Name(0x120c020), x::Name(0x120c020)), // HostVsanInternalSystemCmmdsQuery: HostVsanInternalSystemCmmdsQuery
-        x::FieldEntry::repeated(x::Name(0x120e12d), x::Name(0x120e12d)), // HostVsanInternalSystemDeleteVsanObjectsResult: HostVsanInternalSystemDeleteVsanObjectsResult
-        x::FieldEntry::repeated(x::Name(0x1210f2f), x::Name(0x1210f2f)), // HostVsanInternalSystemVsanObjectOperationResult: HostVsanInternalSystemVsanObjectOperationResult
-        x::FieldEntry::repeated(x::Name(0x1213f37), x::Name(0x1213f37)), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
-        x::FieldEntry::repeated(x::Name(0x121770b), x::Name(0x121770b)), // HostVvolNQN: HostVvolNQN
-        x::FieldEntry::repeated(x::Name(0x1219219), x::Name(0x1219219)), // HostVvolVolumeHostVvolNQN: HostVvolVolumeHostVvolNQN
-        x::FieldEntry::repeated(x::Name(0x122811e), x::Name(0x122811e)), // HttpNfcLeaseDatastoreLeaseInfo: HttpNfcLeaseDatastoreLeaseInfo
-        x::FieldEntry::repeated(x::Name(0x122a015), x::Name(0x122a015)), // HttpNfcLeaseDeviceUrl: HttpNfcLeaseDeviceUrl
-        x::FieldEntry::repeated(x::Name(0x122d914), x::Name(0x122d914)), // HttpNfcLeaseHostInfo: HttpNfcLeaseHostInfo
-        x::FieldEntry::repeated(x::Name(0x122ff19), x::Name(0x122ff19)), // HttpNfcLeaseManifestEntry: HttpNfcLeaseManifestEntry
-        x::FieldEntry::repeated(x::Name(0x1235017), x::Name(0x1235017)), // HttpNfcLeaseProbeResult: HttpNfcLeaseProbeResult
-        x::FieldEntry::repeated(x::Name(0x123fc16), x::Name(0x123fc16)), // HttpNfcLeaseSourceFile: HttpNfcLeaseSourceFile
-        x::FieldEntry::repeated(x::Name(0x1243a02), x::Name(0x1243a02)), // ID: ID
-        x::FieldEntry::repeated(x::Name(0x1251025), x::Name(0x1251025)), // ImportOperationBulkFaultFaultOnImport: ImportOperationBulkFaultFaultOnImport
-        x::FieldEntry::repeated(x::Name(0x125360a), x::Name(0x125360a)), // ImportSpec: ImportSpec
-        x::FieldEntry::repeated(x::Name(0x2a94603), x::Name(0x2a94603)), // int: int
-        x::FieldEntry::repeated(x::Name(0x130a311), x::Name(0x130a311)), // IoFilterHostIssue: IoFilterHostIssue
-        x::FieldEntry::repeated(x::Name(0x1314606), x::Name(0x1314606)), // IpPool: IpPool
-        x::FieldEntry::repeated(x::Name(0x1314d11), x::Name(0x1314d11)), // IpPoolAssociation: IpPoolAssociation
-        x::FieldEntry::repeated(x::Name(0x1317619), x::Name(0x1317619)), // IpPoolManagerIpAllocation: IpPoolManagerIpAllocation
-        x::FieldEntry::repeated(x::Name(0x1320815), x::Name(0x1320815)), // IscsiDependencyEntity: IscsiDependencyEntity
-        x::FieldEntry::repeated(x::Name(0x133580d), x::Name(0x133580d)), // IscsiPortInfo: IscsiPortInfo
-        x::FieldEntry::repeated(x::Name(0x133e010), x::Name(0x133e010)), // KernelModuleInfo: KernelModuleInfo
-        x::FieldEntry::repeated(x::Name(0x134090b), x::Name(0x134090b)), // KeyAnyValue: KeyAnyValue
-        x::FieldEntry::repeated(x::Name(0x134dd08), x::Name(0x134dd08)), // KeyValue: KeyValue
-        x::FieldEntry::repeated(x::Name(0x134e60f), x::Name(0x134e60f)), // KmipClusterInfo: KmipClusterInfo
-        x::FieldEntry::repeated(x::Name(0x135980e), x::Name(0x135980e)), // KmipServerInfo: KmipServerInfo
-        x::FieldEntry::repeated(x::Name(0x1377929), x::Name(0x1377929)), // LicenseAssignmentManagerLicenseAssignment: LicenseAssignmentManagerLicenseAssignment
-        x::FieldEntry::repeated(x::Name(0x137a317), x::Name(0x137a317)), // LicenseAvailabilityInfo: LicenseAvailabilityInfo
-        x::FieldEntry::repeated(x::Name(0x1382f12), x::Name(0x1382f12)), // LicenseFeatureInfo: LicenseFeatureInfo
-        x::FieldEntry::repeated(x::Name(0x138cb19), x::Name(0x138cb19)), // LicenseManagerLicenseInfo: LicenseManagerLicenseInfo
-        x::FieldEntry::repeated(x::Name(0x1392c16), x::Name(0x1392c16)), // LicenseReservationInfo: LicenseReservationInfo
-        x::FieldEntry::repeated(x::Name(0x13d2d12), x::Name(0x13d2d12)), // LocalizableMessage: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x13d4021), x::Name(0x13d4021)), // LocalizationManagerMessageCatalog: LocalizationManagerMessageCatalog
-        x::FieldEntry::repeated(x::Name(0x13d6214), x::Name(0x13d6214)), // LocalizedMethodFault: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x2be5304), x::Name(0x2be5304)), // long: long
-        x::FieldEntry::repeated(x::Name(0x13fc613), x::Name(0x13fc613)), // ManagedEntityStatus: ManagedEntityStatus
-        x::FieldEntry::repeated(x::Name(0x13ff016), x::Name(0x13ff016)), // ManagedObjectReference: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x1423e14), x::Name(0x1423e14)), // MethodActionArgument: MethodActionArgument
-        x::FieldEntry::repeated(x::Name(0x1428f0b), x::Name(0x1428f0b)), // MethodFault: MethodFault
-        x::FieldEntry::repeated(x::Name(0x144db0d), x::Name(0x144db0d)), // MissingObject: MissingObject
         x::FieldEntry::repeated(x::Name(0x145220f), x::Name(0x145220f)), // MissingProperty: MissingProperty
         x::FieldEntry::repeated(x::Name(0x147aa2d), x::Name(0x147aa2d)), // MultipleCertificatesVerifyFaultThumbprintData: MultipleCertificatesVerifyFaultThumbprintData
         x::FieldEntry::repeated(x::Name(0x148ed11), x::Name(0x148ed11)), // NasStorageProfile: NasStorageProfile
@@ -177,59 +127,151 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0x15c600d), x::Name(0x15c600d)), // OvfOptionInfo: OvfOptionInfo
         x::FieldEntry::repeated(x::Name(0x15d5a0e), x::Name(0x15d5a0e)), // OvfResourceMap: OvfResourceMap
         x::FieldEntry::repeated(x::Name(0x15d6918), x::Name(0x15d6918)), // OvfStorageProfileMapping: OvfStorageProfileMapping
+        x::FieldEntry::repeated(x::Name(0x161660f), x::Name(0x161660f)), // PerfCounterInfo: PerfCounterInfo
+        x::FieldEntry::repeated(x::Name(0x1618714), x::Name(0x1618714)), // PerfEntityMetricBase: PerfEntityMetricBase
+        x::FieldEntry::repeated(x::Name(0x161bb0c), x::Name(0x161bb0c)), // PerfInterval: PerfInterval
+        x::FieldEntry::repeated(x::Name(0x161c80c), x::Name(0x161c80c)), // PerfMetricId: PerfMetricId
+        x::FieldEntry::repeated(x::Name(0x161e910), x::Name(0x161e910)), // PerfMetricSeries: PerfMetricSeries
+        x::FieldEntry::repeated(x::Name(0x161fa13), x::Name(0x161fa13)), // PerfMetricSeriesCSV: PerfMetricSeriesCSV
+        x::FieldEntry::repeated(x::Name(0x162220d), x::Name(0x162220d)), // PerfQuerySpec: PerfQuerySpec
+        x::FieldEntry::repeated(x::Name(0x162300e), x::Name(0x162300e)), // PerfSampleInfo: PerfSampleInfo
+        x::FieldEntry::repeated(x::Name(0x162e825), x::Name(0x162e825)), // PerformanceManagerCounterLevelMapping: PerformanceManagerCounterLevelMapping
+        x::FieldEntry::repeated(x::Name(0x1635a0a), x::Name(0x1635a0a)), // Permission: Permission
+        x::FieldEntry::repeated(x::Name(0x1638a11), x::Name(0x1638a11)), // PermissionProfile: PermissionProfile
+        x::FieldEntry::repeated(x::Name(0x163e40b), x::Name(0x163e40b)), // PhysicalNic: PhysicalNic
+        x::FieldEntry::repeated(x::Name(0x1642211), x::Name(0x1642211)), // PhysicalNicConfig: PhysicalNicConfig
+        x::FieldEntry::repeated(x::Name(0x1644413), x::Name(0x1644413)), // PhysicalNicHintInfo: PhysicalNicHintInfo
+        x::FieldEntry::repeated(x::Name(0x1645811), x::Name(0x1645811)), // PhysicalNicIpHint: PhysicalNicIpHint
+        x::FieldEntry::repeated(x::Name(0x1646a13), x::Name(0x1646a13)), // PhysicalNicLinkInfo: PhysicalNicLinkInfo
+        x::FieldEntry::repeated(x::Name(0x1647e13), x::Name(0x1647e13)), // PhysicalNicNameHint: PhysicalNicNameHint
+        x::FieldEntry::repeated(x::Name(0x1649212), x::Name(0x1649212)), // PhysicalNicProfile: PhysicalNicProfile
+        x::FieldEntry::repeated(x::Name(0x1658c15), x::Name(0x1658c15)), // PlacementAffinityRule: PlacementAffinityRule
+        x::FieldEntry::repeated(x::Name(0x166150d), x::Name(0x166150d)), // PlacementSpec: PlacementSpec
+        x::FieldEntry::repeated(x::Name(0x1665e11), x::Name(0x1665e11)), // PnicUplinkProfile: PnicUplinkProfile
+        x::FieldEntry::repeated(x::Name(0x166700e), x::Name(0x166700e)), // PodDiskLocator: PodDiskLocator
+        x::FieldEntry::repeated(x::Name(0x166ae0c), x::Name(0x166ae0c)), // PolicyOption: PolicyOption
+        x::FieldEntry::repeated(x::Name(0x168a415), x::Name(0x168a415)), // PrivilegeAvailability: PrivilegeAvailability
+        x::FieldEntry::repeated(x::Name(0x168cd14), x::Name(0x168cd14)), // ProductComponentInfo: ProductComponentInfo
+        x::FieldEntry::repeated(x::Name(0x168fd1b), x::Name(0x168fd1b)), // ProfileApplyProfileProperty: ProfileApplyProfileProperty
+        x::FieldEntry::repeated(x::Name(0x169bc24), x::Name(0x169bc24)), // ProfileDeferredPolicyOptionParameter: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::repeated(x::Name(0x169f419), x::Name(0x169f419)), // ProfileDescriptionSection: ProfileDescriptionSection
+        x::FieldEntry::repeated(x::Name(0x16a4813), x::Name(0x16a4813)), // ProfileExecuteError: ProfileExecuteError
+        x::FieldEntry::repeated(x::Name(0x16a8c11), x::Name(0x16a8c11)), // ProfileExpression: ProfileExpression
+        x::FieldEntry::repeated(x::Name(0x16a9e19), x::Name(0x16a9e19)), // ProfileExpressionMetadata: ProfileExpressionMetadata
+        x::FieldEntry::repeated(x::Name(0x16ab80f), x::Name(0x16ab80f)), // ProfileMetadata: ProfileMetadata
+        x::FieldEntry::repeated(x::Name(0x16ac826), x::Name(0x16ac826)), // ProfileMetadataProfileOperationMessage: ProfileMetadataProfileOperationMessage
+        x::FieldEntry::repeated(x::Name(0x16aef1e), x::Name(0x16aef1e)), // ProfileMetadataProfileSortSpec: ProfileMetadataProfileSortSpec
+        x::FieldEntry::repeated(x::Name(0x16b2718), x::Name(0x16b2718)), // ProfileParameterMetadata: ProfileParameterMetadata
+        x::FieldEntry::repeated(x::Name(0x16b4031), x::Name(0x16b4031)), // ProfileParameterMetadataParameterRelationMetadata: ProfileParameterMetadataParameterRelationMetadata
+        x::FieldEntry::repeated(x::Name(0x16b970d), x::Name(0x16b970d)), // ProfilePolicy: ProfilePolicy
+        x::FieldEntry::repeated(x::Name(0x16ba515), x::Name(0x16ba515)), // ProfilePolicyMetadata: ProfilePolicyMetadata
+        x::FieldEntry::repeated(x::Name(0x16bbb1b), x::Name(0x16bbb1b)), // ProfilePolicyOptionMetadata: ProfilePolicyOptionMetadata
+        x::FieldEntry::repeated(x::Name(0x16bef1f), x::Name(0x16bef1f)), // ProfileProfileStructureProperty: ProfileProfileStructureProperty
+        x::FieldEntry::repeated(x::Name(0x16c0f13), x::Name(0x16c0f13)), // ProfilePropertyPath: ProfilePropertyPath
+        x::FieldEntry::repeated(x::Name(0x16ca020), x::Name(0x16ca020)), // ProfileUpdateFailedUpdateFailure: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x16cd90e), x::Name(0x16cd90e)), // PropertyChange: PropertyChange
+        x::FieldEntry::repeated(x::Name(0x16cf912), x::Name(0x16cf912)), // PropertyFilterSpec: PropertyFilterSpec
     ],
     values: &[
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMissingProperty(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNasStorageProfile(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpConfigInfoIpAddress(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpConfigSpecIpAddressSpec(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpRouteConfigInfoIpRoute(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpStackInfoDefaultRouter(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpStackInfoNetToMedia(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetStackInstanceProfile(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNoPermissionEntityPrivileges(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNsxHostVNicProfile(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNumericRange(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmDimmInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmGuid(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmInterleaveSetInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmNamespaceDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmNamespaceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmRegionInfo(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectContent(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectSpec(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectUpdate(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOpaqueNetworkTargetInfo(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOptionDef(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOptionProfile(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOptionValue(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfConsumerOstNode(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfConsumerOvfSection(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfDatastoreMapping(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfDeploymentOption(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfFile(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfFileItem(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfNetworkInfo(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfNetworkMapping(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfOptionInfo(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfResourceMap(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfStorageProfileMapping(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfCounterInfo(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfEntityMetricBase(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfInterval(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfMetricId(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfMetricSeries(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfMetricSeriesCSV(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfQuerySpec(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfSampleInfo(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerformanceManagerCounterLevelMapping(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPermission(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPermissionProfile(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNic(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicHintInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicIpHint(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicLinkInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicNameHint(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicProfile(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPlacementAffinityRule(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPlacementSpec(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPnicUplinkProfile(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPodDiskLocator(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPolicyOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPrivilegeAvailability(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProductComponentInfo(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileApplyProfileProperty(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDeferredPolicyOptionParameter(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDescriptionSection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExecuteError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpression(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpressionMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadataProfileOperationMessage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadataProfileSortSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileParameterMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicyMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileProfileStructureProperty(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePropertyPath(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileUpdateFailedUpdateFailure(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertyChange(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertyFilterSpec(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "admin")] ArrayOfHostVirtualNicConfig(Box<Vec<HostVirtualNicConfig>>),
-    #[cfg(feature = "admin")] ArrayOfHostVirtualNicManagerNicTypeSelection(Box<Vec<HostVirtualNicManagerNicTypeSelection>>),
-    #[cfg(feature = "admin")] ArrayOfHostVirtualSwitch(Box<Vec<HostVirtualSwitch>>),
-    #[cfg(feature = "admin")] ArrayOfHostVirtualSwitchConfig(Box<Vec<HostVirtualSwitchConfig>>),
-    ArrayOfHostVmciAccessManagerAccessSpec(Box<Vec<HostVmciAccessManagerAccessSpec>>),
-    ArrayOfHostVmfsRescanResult(Box<Vec<HostVmfsRescanResult>>),
-    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemCmmdsQuery(Box<Vec<HostVsanInternalSystemCmmdsQuery>>),
-    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>),
-    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemVsanObjectOperationResult(Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>),
-    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>),
-    ArrayOfHostVvolNQN(Box<Vec<HostVvolNQN>>),
-    ArrayOfHostVvolVolumeHostVvolNQN(Box<Vec<HostVvolVolumeHostVvolNQN>>),
-    ArrayOfHttpNfcLeaseDatastoreLeaseInfo(Box<Vec<HttpNfcLeaseDatastoreLeaseInfo>>),
-    ArrayOfHttpNfcLeaseDeviceUrl(Box<Vec<HttpNfcLeaseDeviceUrl>>),
-    ArrayOfHttpNfcLeaseHostInfo(Box<Vec<HttpNfcLeaseHostInfo>>),
-    ArrayOfHttpNfcLeaseManifestEntry(Box<Vec<HttpNfcLeaseManifestEntry>>),
-    ArrayOfHttpNfcLeaseProbeResult(Box<Vec<HttpNfcLeaseProbeResult>>),
-    ArrayOfHttpNfcLeaseSourceFile(Box<Vec<HttpNfcLeaseSourceFile>>),
-    ArrayOfID(Box<Vec<ID>>),
-    ArrayOfImportOperationBulkFaultFaultOnImport(Box<Vec<ImportOperationBulkFaultFaultOnImport>>),
-    ArrayOfImportSpec(Box<Vec<AnyImportSpec>>),
-    #[cfg(feature = "admin")] ArrayOfIoFilterHostIssue(Box<Vec<IoFilterHostIssue>>),
-    #[cfg(feature = "admin")] ArrayOfIpPool(Box<Vec<IpPool>>),
-    #[cfg(feature = "admin")] ArrayOfIpPoolAssociation(Box<Vec<IpPoolAssociation>>),
-    #[cfg(feature = "admin")] ArrayOfIpPoolManagerIpAllocation(Box<Vec<IpPoolManagerIpAllocation>>),
-    #[cfg(feature = "admin")] ArrayOfIscsiDependencyEntity(Box<Vec<IscsiDependencyEntity>>),
-    #[cfg(feature = "admin")] ArrayOfIscsiPortInfo(Box<Vec<IscsiPortInfo>>),
-    #[cfg(feature = "admin")] ArrayOfKernelModuleInfo(Box<Vec<KernelModuleInfo>>),
-    ArrayOfKeyAnyValue(Box<Vec<KeyAnyValue>>),
-    ArrayOfKeyValue(Box<Vec<KeyValue>>),
-    #[cfg(feature = "admin")] ArrayOfKmipClusterInfo(Box<Vec<KmipClusterInfo>>),
-    #[cfg(feature = "admin")] ArrayOfKmipServerInfo(Box<Vec<KmipServerInfo>>),
-    #[cfg(feature = "admin")] ArrayOfLicenseAssignmentManagerLicenseAssignment(Box<Vec<LicenseAssignmentManagerLicenseAssignment>>),
-    #[cfg(feature = "admin")] ArrayOfLicenseAvailabilityInfo(Box<Vec<LicenseAvailabilityInfo>>),
-    ArrayOfLicenseFeatureInfo(Box<Vec<LicenseFeatureInfo>>),
-    ArrayOfLicenseManagerLicenseInfo(Box<Vec<LicenseManagerLicenseInfo>>),
-    #[cfg(feature = "admin")] ArrayOfLicenseReservationInfo(Box<Vec<LicenseReservationInfo>>),
-    ArrayOfLocalizableMessage(Box<Vec<LocalizableMessage>>),
-    #[cfg(feature = "admin")] ArrayOfLocalizationManagerMessageCatalog(Box<Vec<LocalizationManagerMessageCatalog>>),
-    ArrayOfLocalizedMethodFault(Box<Vec<LocalizedMethodFault>>),
-    ArrayOfManagedEntityStatus(Box<Vec<ManagedEntityStatus>>),
-    ArrayOfMethodActionArgument(Box<Vec<MethodActionArgument>>),
-    ArrayOfMethodFault(Box<Vec<AnyMethodFault>>),
-    ArrayOfMissingObject(Box<Vec<MissingObject>>),
     ArrayOfMissingProperty(Box<Vec<MissingProperty>>),
     #[cfg(feature = "all-faults")] ArrayOfMultipleCertificatesVerifyFaultThumbprintData(Box<Vec<MultipleCertificatesVerifyFaultThumbprintData>>),
     ArrayOfNasStorageProfile(Box<Vec<NasStorageProfile>>),
@@ -267,6 +309,50 @@ pub enum Object {
     ArrayOfOvfOptionInfo(Box<Vec<OvfOptionInfo>>),
     ArrayOfOvfResourceMap(Box<Vec<OvfResourceMap>>),
     ArrayOfOvfStorageProfileMapping(Box<Vec<OvfStorageProfileMapping>>),
+    ArrayOfPerfCounterInfo(Box<Vec<PerfCounterInfo>>),
+    ArrayOfPerfEntityMetricBase(Box<Vec<AnyPerfEntityMetricBase>>),
+    ArrayOfPerfInterval(Box<Vec<PerfInterval>>),
+    ArrayOfPerfMetricId(Box<Vec<PerfMetricId>>),
+    ArrayOfPerfMetricSeries(Box<Vec<AnyPerfMetricSeries>>),
+    ArrayOfPerfMetricSeriesCSV(Box<Vec<PerfMetricSeriesCSV>>),
+    ArrayOfPerfQuerySpec(Box<Vec<PerfQuerySpec>>),
+    ArrayOfPerfSampleInfo(Box<Vec<PerfSampleInfo>>),
+    ArrayOfPerformanceManagerCounterLevelMapping(Box<Vec<PerformanceManagerCounterLevelMapping>>),
+    ArrayOfPermission(Box<Vec<Permission>>),
+    ArrayOfPermissionProfile(Box<Vec<PermissionProfile>>),
+    ArrayOfPhysicalNic(Box<Vec<PhysicalNic>>),
+    #[cfg(feature = "admin")] ArrayOfPhysicalNicConfig(Box<Vec<PhysicalNicConfig>>),
+    #[cfg(feature = "admin")] ArrayOfPhysicalNicHintInfo(Box<Vec<PhysicalNicHintInfo>>),
+    #[cfg(feature = "admin")] ArrayOfPhysicalNicIpHint(Box<Vec<PhysicalNicIpHint>>),
+    ArrayOfPhysicalNicLinkInfo(Box<Vec<PhysicalNicLinkInfo>>),
+    #[cfg(feature = "admin")] ArrayOfPhysicalNicNameHint(Box<Vec<PhysicalNicNameHint>>),
+    ArrayOfPhysicalNicProfile(Box<Vec<PhysicalNicProfile>>),
+    ArrayOfPlacementAffinityRule(Box<Vec<PlacementAffinityRule>>),
+    ArrayOfPlacementSpec(Box<Vec<PlacementSpec>>),
+    ArrayOfPnicUplinkProfile(Box<Vec<PnicUplinkProfile>>),
+    ArrayOfPodDiskLocator(Box<Vec<PodDiskLocator>>),
+    ArrayOfPolicyOption(Box<Vec<AnyPolicyOption>>),
+    #[cfg(feature = "admin")] ArrayOfPrivilegeAvailability(Box<Vec<PrivilegeAvailability>>),
+    ArrayOfProductComponentInfo(Box<Vec<ProductComponentInfo>>),
+    ArrayOfProfileApplyProfileProperty(Box<Vec<ProfileApplyProfileProperty>>),
+    ArrayOfProfileDeferredPolicyOptionParameter(Box<Vec<ProfileDeferredPolicyOptionParameter>>),
+    #[cfg(feature = "admin")] ArrayOfProfileDescriptionSection(Box<Vec<ProfileDescriptionSection>>),
+    #[cfg(feature = "admin")] ArrayOfProfileExecuteError(Box<Vec<ProfileExecuteError>>),
+    #[cfg(feature = "admin")] ArrayOfProfileExpression(Box<Vec<AnyProfileExpression>>),
+    #[cfg(feature = "admin")] ArrayOfProfileExpressionMetadata(Box<Vec<ProfileExpressionMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfileMetadata(Box<Vec<ProfileMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfileMetadataProfileOperationMessage(Box<Vec<ProfileMetadataProfileOperationMessage>>),
+    #[cfg(feature = "admin")] ArrayOfProfileMetadataProfileSortSpec(Box<Vec<ProfileMetadataProfileSortSpec>>),
+    #[cfg(feature = "admin")] ArrayOfProfileParameterMetadata(Box<Vec<ProfileParameterMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfileParameterMetadataParameterRelationMetadata(Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>),
+    ArrayOfProfilePolicy(Box<Vec<ProfilePolicy>>),
+    #[cfg(feature = "admin")] ArrayOfProfilePolicyMetadata(Box<Vec<ProfilePolicyMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfilePolicyOptionMetadata(Box<Vec<AnyProfilePolicyOptionMetadata>>),
+    ArrayOfProfileProfileStructureProperty(Box<Vec<ProfileProfileStructureProperty>>),
+    ArrayOfProfilePropertyPath(Box<Vec<ProfilePropertyPath>>),
+    ArrayOfProfileUpdateFailedUpdateFailure(Box<Vec<ProfileUpdateFailedUpdateFailure>>),
+    ArrayOfPropertyChange(Box<Vec<PropertyChange>>),
+    ArrayOfPropertyFilterSpec(Box<Vec<PropertyFilterSpec>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -275,145 +361,9 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNicConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitch(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitchConfig(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVmciAccessManagerAccessSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVmfsRescanResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVvolNQN(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVvolVolumeHostVvolNQN(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseDeviceUrl(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseHostInfo(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseManifestEntry(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseProbeResult(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseSourceFile(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfID(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfImportOperationBulkFaultFaultOnImport(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfImportSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPool(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPoolAssociation(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPoolManagerIpAllocation(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIscsiPortInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKernelModuleInfo(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKeyAnyValue(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKeyValue(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKmipClusterInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKmipServerInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseFeatureInfo(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseManagerLicenseInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizableMessage(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizedMethodFault(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfManagedEntityStatus(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMethodActionArgument(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMethodFault(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMissingObject(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMissingProperty(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNasStorageProfile(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpConfigInfoIpAddress(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpConfigSpecIpAddressSpec(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpRouteConfigInfoIpRoute(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpStackInfoDefaultRouter(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpStackInfoNetToMedia(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetStackInstanceProfile(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNoPermissionEntityPrivileges(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNsxHostVNicProfile(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNumericRange(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmDimmInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmGuid(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmInterleaveSetInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmNamespaceDetails(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmNamespaceInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmRegionInfo(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectContent(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectSpec(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectUpdate(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOpaqueNetworkTargetInfo(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOptionDef(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOptionProfile(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOptionValue(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfConsumerOstNode(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfConsumerOvfSection(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfDatastoreMapping(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfDeploymentOption(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfFile(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfFileItem(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfNetworkMapping(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfOptionInfo(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfResourceMap(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfOvfStorageProfileMapping(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVmfsRescanResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHttpNfcLeaseHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHttpNfcLeaseManifestEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHttpNfcLeaseProbeResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHttpNfcLeaseSourceFile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfID(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfImportSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfIpPool(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfKeyAnyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfKeyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfLicenseFeatureInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfLicenseManagerLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfLocalizableMessage(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfLocalizedMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfManagedEntityStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfMethodActionArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfMissingObject(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfMissingProperty(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfNasStorageProfile(v) => std::fmt::Debug::fmt(&**v, f),
@@ -451,6 +401,50 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfOvfOptionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfOvfResourceMap(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfOvfStorageProfileMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerfCounterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerfEntityMetricBase(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerfInterval(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerfMetricId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerfMetricSeries(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerfMetricSeriesCSV(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerfQuerySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerfSampleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPermission(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPermissionProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPhysicalNic(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPhysicalNicLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPhysicalNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPlacementAffinityRule(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPlacementSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPnicUplinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPodDiskLocator(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfProductComponentInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfProfileApplyProfileProperty(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfProfilePolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfProfileProfileStructureProperty(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfProfilePropertyPath(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPropertyChange(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfPropertyFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -464,50 +458,6 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(_) => "ArrayOfHostVirtualNicConfig",
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(_) => "ArrayOfHostVirtualNicManagerNicTypeSelection",
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(_) => "ArrayOfHostVirtualSwitch",
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(_) => "ArrayOfHostVirtualSwitchConfig",
-            Object::ArrayOfHostVmciAccessManagerAccessSpec(_) => "ArrayOfHostVmciAccessManagerAccessSpec",
-            Object::ArrayOfHostVmfsRescanResult(_) => "ArrayOfHostVmfsRescanResult",
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(_) => "ArrayOfHostVsanInternalSystemCmmdsQuery",
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(_) => "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult",
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(_) => "ArrayOfHostVsanInternalSystemVsanObjectOperationResult",
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(_) => "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
-            Object::ArrayOfHostVvolNQN(_) => "ArrayOfHostVvolNQN",
-            Object::ArrayOfHostVvolVolumeHostVvolNQN(_) => "ArrayOfHostVvolVolumeHostVvolNQN",
-            Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(_) => "ArrayOfHttpNfcLeaseDatastoreLeaseInfo",
-            Object::ArrayOfHttpNfcLeaseDeviceUrl(_) => "ArrayOfHttpNfcLeaseDeviceUrl",
-            Object::ArrayOfHttpNfcLeaseHostInfo(_) => "ArrayOfHttpNfcLeaseHostInfo",
-            Object::ArrayOfHttpNfcLeaseManifestEntry(_) => "ArrayOfHttpNfcLeaseManifestEntry",
-            Object::ArrayOfHttpNfcLeaseProbeResult(_) => "ArrayOfHttpNfcLeaseProbeResult",
-            Object::ArrayOfHttpNfcLeaseSourceFile(_) => "ArrayOfHttpNfcLeaseSourceFile",
-            Object::ArrayOfID(_) => "ArrayOfID",
-            Object::ArrayOfImportOperationBulkFaultFaultOnImport(_) => "ArrayOfImportOperationBulkFaultFaultOnImport",
-            Object::ArrayOfImportSpec(_) => "ArrayOfImportSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(_) => "ArrayOfIoFilterHostIssue",
-            #[cfg(feature = "admin")] Object::ArrayOfIpPool(_) => "ArrayOfIpPool",
-            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(_) => "ArrayOfIpPoolAssociation",
-            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(_) => "ArrayOfIpPoolManagerIpAllocation",
-            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(_) => "ArrayOfIscsiDependencyEntity",
-            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(_) => "ArrayOfIscsiPortInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(_) => "ArrayOfKernelModuleInfo",
-            Object::ArrayOfKeyAnyValue(_) => "ArrayOfKeyAnyValue",
-            Object::ArrayOfKeyValue(_) => "ArrayOfKeyValue",
-            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(_) => "ArrayOfKmipClusterInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(_) => "ArrayOfKmipServerInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(_) => "ArrayOfLicenseAssignmentManagerLicenseAssignment",
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(_) => "ArrayOfLicenseAvailabilityInfo",
-            Object::ArrayOfLicenseFeatureInfo(_) => "ArrayOfLicenseFeatureInfo",
-            Object::ArrayOfLicenseManagerLicenseInfo(_) => "ArrayOfLicenseManagerLicenseInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(_) => "ArrayOfLicenseReservationInfo",
-            Object::ArrayOfLocalizableMessage(_) => "ArrayOfLocalizableMessage",
-            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(_) => "ArrayOfLocalizationManagerMessageCatalog",
-            Object::ArrayOfLocalizedMethodFault(_) => "ArrayOfLocalizedMethodFault",
-            Object::ArrayOfManagedEntityStatus(_) => "ArrayOfManagedEntityStatus",
-            Object::ArrayOfMethodActionArgument(_) => "ArrayOfMethodActionArgument",
-            Object::ArrayOfMethodFault(_) => "ArrayOfMethodFault",
-            Object::ArrayOfMissingObject(_) => "ArrayOfMissingObject",
             Object::ArrayOfMissingProperty(_) => "ArrayOfMissingProperty",
             #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(_) => "ArrayOfMultipleCertificatesVerifyFaultThumbprintData",
             Object::ArrayOfNasStorageProfile(_) => "ArrayOfNasStorageProfile",
@@ -545,6 +495,50 @@ impl x::DataObject for Object {
             Object::ArrayOfOvfOptionInfo(_) => "ArrayOfOvfOptionInfo",
             Object::ArrayOfOvfResourceMap(_) => "ArrayOfOvfResourceMap",
             Object::ArrayOfOvfStorageProfileMapping(_) => "ArrayOfOvfStorageProfileMapping",
+            Object::ArrayOfPerfCounterInfo(_) => "ArrayOfPerfCounterInfo",
+            Object::ArrayOfPerfEntityMetricBase(_) => "ArrayOfPerfEntityMetricBase",
+            Object::ArrayOfPerfInterval(_) => "ArrayOfPerfInterval",
+            Object::ArrayOfPerfMetricId(_) => "ArrayOfPerfMetricId",
+            Object::ArrayOfPerfMetricSeries(_) => "ArrayOfPerfMetricSeries",
+            Object::ArrayOfPerfMetricSeriesCSV(_) => "ArrayOfPerfMetricSeriesCSV",
+            Object::ArrayOfPerfQuerySpec(_) => "ArrayOfPerfQuerySpec",
+            Object::ArrayOfPerfSampleInfo(_) => "ArrayOfPerfSampleInfo",
+            Object::ArrayOfPerformanceManagerCounterLevelMapping(_) => "ArrayOfPerformanceManagerCounterLevelMapping",
+            Object::ArrayOfPermission(_) => "ArrayOfPermission",
+            Object::ArrayOfPermissionProfile(_) => "ArrayOfPermissionProfile",
+            Object::ArrayOfPhysicalNic(_) => "ArrayOfPhysicalNic",
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(_) => "ArrayOfPhysicalNicConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(_) => "ArrayOfPhysicalNicHintInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(_) => "ArrayOfPhysicalNicIpHint",
+            Object::ArrayOfPhysicalNicLinkInfo(_) => "ArrayOfPhysicalNicLinkInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(_) => "ArrayOfPhysicalNicNameHint",
+            Object::ArrayOfPhysicalNicProfile(_) => "ArrayOfPhysicalNicProfile",
+            Object::ArrayOfPlacementAffinityRule(_) => "ArrayOfPlacementAffinityRule",
+            Object::ArrayOfPlacementSpec(_) => "ArrayOfPlacementSpec",
+            Object::ArrayOfPnicUplinkProfile(_) => "ArrayOfPnicUplinkProfile",
+            Object::ArrayOfPodDiskLocator(_) => "ArrayOfPodDiskLocator",
+            Object::ArrayOfPolicyOption(_) => "ArrayOfPolicyOption",
+            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(_) => "ArrayOfPrivilegeAvailability",
+            Object::ArrayOfProductComponentInfo(_) => "ArrayOfProductComponentInfo",
+            Object::ArrayOfProfileApplyProfileProperty(_) => "ArrayOfProfileApplyProfileProperty",
+            Object::ArrayOfProfileDeferredPolicyOptionParameter(_) => "ArrayOfProfileDeferredPolicyOptionParameter",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(_) => "ArrayOfProfileDescriptionSection",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(_) => "ArrayOfProfileExecuteError",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(_) => "ArrayOfProfileExpression",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(_) => "ArrayOfProfileExpressionMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(_) => "ArrayOfProfileMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(_) => "ArrayOfProfileMetadataProfileOperationMessage",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(_) => "ArrayOfProfileMetadataProfileSortSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(_) => "ArrayOfProfileParameterMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(_) => "ArrayOfProfileParameterMetadataParameterRelationMetadata",
+            Object::ArrayOfProfilePolicy(_) => "ArrayOfProfilePolicy",
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(_) => "ArrayOfProfilePolicyMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(_) => "ArrayOfProfilePolicyOptionMetadata",
+            Object::ArrayOfProfileProfileStructureProperty(_) => "ArrayOfProfileProfileStructureProperty",
+            Object::ArrayOfProfilePropertyPath(_) => "ArrayOfProfilePropertyPath",
+            Object::ArrayOfProfileUpdateFailedUpdateFailure(_) => "ArrayOfProfileUpdateFailedUpdateFailure",
+            Object::ArrayOfPropertyChange(_) => "ArrayOfPropertyChange",
+            Object::ArrayOfPropertyFilterSpec(_) => "ArrayOfPropertyFilterSpec",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -564,50 +558,6 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVmfsRescanResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHttpNfcLeaseHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHttpNfcLeaseManifestEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHttpNfcLeaseProbeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHttpNfcLeaseSourceFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfID(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfImportSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfIpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfKeyAnyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfKeyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfLicenseFeatureInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfLicenseManagerLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfLocalizableMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfLocalizedMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfManagedEntityStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfMethodActionArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfMissingObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfMissingProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfNasStorageProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -645,714 +595,54 @@ impl x::DataObject for Object {
             Object::ArrayOfOvfOptionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfOvfResourceMap(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfOvfStorageProfileMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerfCounterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerfEntityMetricBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerfInterval(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerfMetricId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerfMetricSeries(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerfMetricSeriesCSV(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerfQuerySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerfSampleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPermission(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPermissionProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPhysicalNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPhysicalNicLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPhysicalNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPlacementAffinityRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPlacementSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPnicUplinkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPodDiskLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfProductComponentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfProfileApplyProfileProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfProfilePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfProfileProfileStructureProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfProfilePropertyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPropertyChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfPropertyFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualNicConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVirtualNicConfig>>) -> Object {
-        Object::ArrayOfHostVirtualNicConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVirtualNicConfig>> {
-        match object { Object::ArrayOfHostVirtualNicConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVirtualNicConfig>>, Object> {
-        match object { Object::ArrayOfHostVirtualNicConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualNicManagerNicTypeSelection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVirtualNicManagerNicTypeSelection>>) -> Object {
-        Object::ArrayOfHostVirtualNicManagerNicTypeSelection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVirtualNicManagerNicTypeSelection>> {
-        match object { Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVirtualNicManagerNicTypeSelection>>, Object> {
-        match object { Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualSwitch {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVirtualSwitch>>) -> Object {
-        Object::ArrayOfHostVirtualSwitch(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVirtualSwitch>> {
-        match object { Object::ArrayOfHostVirtualSwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVirtualSwitch>>, Object> {
-        match object { Object::ArrayOfHostVirtualSwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualSwitchConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVirtualSwitchConfig>>) -> Object {
-        Object::ArrayOfHostVirtualSwitchConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVirtualSwitchConfig>> {
-        match object { Object::ArrayOfHostVirtualSwitchConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVirtualSwitchConfig>>, Object> {
-        match object { Object::ArrayOfHostVirtualSwitchConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostVmciAccessManagerAccessSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVmciAccessManagerAccessSpec>>) -> Object {
-        Object::ArrayOfHostVmciAccessManagerAccessSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVmciAccessManagerAccessSpec>> {
-        match object { Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVmciAccessManagerAccessSpec>>, Object> {
-        match object { Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostVmfsRescanResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVmfsRescanResult>>) -> Object {
-        Object::ArrayOfHostVmfsRescanResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVmfsRescanResult>> {
-        match object { Object::ArrayOfHostVmfsRescanResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVmfsRescanResult>>, Object> {
-        match object { Object::ArrayOfHostVmfsRescanResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemCmmdsQuery {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVsanInternalSystemCmmdsQuery>>) -> Object {
-        Object::ArrayOfHostVsanInternalSystemCmmdsQuery(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemCmmdsQuery>> {
-        match object { Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemCmmdsQuery>>, Object> {
-        match object { Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>) -> Object {
-        Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemDeleteVsanObjectsResult>> {
-        match object { Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>, Object> {
-        match object { Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>) -> Object {
-        Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemVsanObjectOperationResult>> {
-        match object { Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>, Object> {
-        match object { Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>) -> Object {
-        Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>> {
-        match object { Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>, Object> {
-        match object { Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostVvolNQN {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVvolNQN>>) -> Object {
-        Object::ArrayOfHostVvolNQN(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVvolNQN>> {
-        match object { Object::ArrayOfHostVvolNQN(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVvolNQN>>, Object> {
-        match object { Object::ArrayOfHostVvolNQN(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HostVvolVolumeHostVvolNQN {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HostVvolVolumeHostVvolNQN>>) -> Object {
-        Object::ArrayOfHostVvolVolumeHostVvolNQN(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HostVvolVolumeHostVvolNQN>> {
-        match object { Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HostVvolVolumeHostVvolNQN>>, Object> {
-        match object { Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HttpNfcLeaseDatastoreLeaseInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HttpNfcLeaseDatastoreLeaseInfo>>) -> Object {
-        Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseDatastoreLeaseInfo>> {
-        match object { Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseDatastoreLeaseInfo>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HttpNfcLeaseDeviceUrl {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HttpNfcLeaseDeviceUrl>>) -> Object {
-        Object::ArrayOfHttpNfcLeaseDeviceUrl(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseDeviceUrl>> {
-        match object { Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseDeviceUrl>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HttpNfcLeaseHostInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HttpNfcLeaseHostInfo>>) -> Object {
-        Object::ArrayOfHttpNfcLeaseHostInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseHostInfo>> {
-        match object { Object::ArrayOfHttpNfcLeaseHostInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseHostInfo>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseHostInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HttpNfcLeaseManifestEntry {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HttpNfcLeaseManifestEntry>>) -> Object {
-        Object::ArrayOfHttpNfcLeaseManifestEntry(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseManifestEntry>> {
-        match object { Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseManifestEntry>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HttpNfcLeaseProbeResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HttpNfcLeaseProbeResult>>) -> Object {
-        Object::ArrayOfHttpNfcLeaseProbeResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseProbeResult>> {
-        match object { Object::ArrayOfHttpNfcLeaseProbeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseProbeResult>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseProbeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for HttpNfcLeaseSourceFile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<HttpNfcLeaseSourceFile>>) -> Object {
-        Object::ArrayOfHttpNfcLeaseSourceFile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseSourceFile>> {
-        match object { Object::ArrayOfHttpNfcLeaseSourceFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseSourceFile>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseSourceFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ID {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ID>>) -> Object {
-        Object::ArrayOfID(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ID>> {
-        match object { Object::ArrayOfID(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ID>>, Object> {
-        match object { Object::ArrayOfID(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ImportOperationBulkFaultFaultOnImport {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ImportOperationBulkFaultFaultOnImport>>) -> Object {
-        Object::ArrayOfImportOperationBulkFaultFaultOnImport(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ImportOperationBulkFaultFaultOnImport>> {
-        match object { Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ImportOperationBulkFaultFaultOnImport>>, Object> {
-        match object { Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyImportSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyImportSpec>>) -> Object {
-        Object::ArrayOfImportSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyImportSpec>> {
-        match object { Object::ArrayOfImportSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyImportSpec>>, Object> {
-        match object { Object::ArrayOfImportSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for IoFilterHostIssue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<IoFilterHostIssue>>) -> Object {
-        Object::ArrayOfIoFilterHostIssue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<IoFilterHostIssue>> {
-        match object { Object::ArrayOfIoFilterHostIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<IoFilterHostIssue>>, Object> {
-        match object { Object::ArrayOfIoFilterHostIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPool {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<IpPool>>) -> Object {
-        Object::ArrayOfIpPool(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<IpPool>> {
-        match object { Object::ArrayOfIpPool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<IpPool>>, Object> {
-        match object { Object::ArrayOfIpPool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPoolAssociation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<IpPoolAssociation>>) -> Object {
-        Object::ArrayOfIpPoolAssociation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<IpPoolAssociation>> {
-        match object { Object::ArrayOfIpPoolAssociation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<IpPoolAssociation>>, Object> {
-        match object { Object::ArrayOfIpPoolAssociation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPoolManagerIpAllocation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<IpPoolManagerIpAllocation>>) -> Object {
-        Object::ArrayOfIpPoolManagerIpAllocation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<IpPoolManagerIpAllocation>> {
-        match object { Object::ArrayOfIpPoolManagerIpAllocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<IpPoolManagerIpAllocation>>, Object> {
-        match object { Object::ArrayOfIpPoolManagerIpAllocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for IscsiDependencyEntity {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<IscsiDependencyEntity>>) -> Object {
-        Object::ArrayOfIscsiDependencyEntity(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<IscsiDependencyEntity>> {
-        match object { Object::ArrayOfIscsiDependencyEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<IscsiDependencyEntity>>, Object> {
-        match object { Object::ArrayOfIscsiDependencyEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for IscsiPortInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<IscsiPortInfo>>) -> Object {
-        Object::ArrayOfIscsiPortInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<IscsiPortInfo>> {
-        match object { Object::ArrayOfIscsiPortInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<IscsiPortInfo>>, Object> {
-        match object { Object::ArrayOfIscsiPortInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for KernelModuleInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<KernelModuleInfo>>) -> Object {
-        Object::ArrayOfKernelModuleInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<KernelModuleInfo>> {
-        match object { Object::ArrayOfKernelModuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<KernelModuleInfo>>, Object> {
-        match object { Object::ArrayOfKernelModuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for KeyAnyValue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<KeyAnyValue>>) -> Object {
-        Object::ArrayOfKeyAnyValue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<KeyAnyValue>> {
-        match object { Object::ArrayOfKeyAnyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<KeyAnyValue>>, Object> {
-        match object { Object::ArrayOfKeyAnyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for KeyValue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<KeyValue>>) -> Object {
-        Object::ArrayOfKeyValue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<KeyValue>> {
-        match object { Object::ArrayOfKeyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<KeyValue>>, Object> {
-        match object { Object::ArrayOfKeyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for KmipClusterInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<KmipClusterInfo>>) -> Object {
-        Object::ArrayOfKmipClusterInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<KmipClusterInfo>> {
-        match object { Object::ArrayOfKmipClusterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<KmipClusterInfo>>, Object> {
-        match object { Object::ArrayOfKmipClusterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for KmipServerInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<KmipServerInfo>>) -> Object {
-        Object::ArrayOfKmipServerInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<KmipServerInfo>> {
-        match object { Object::ArrayOfKmipServerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<KmipServerInfo>>, Object> {
-        match object { Object::ArrayOfKmipServerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseAssignmentManagerLicenseAssignment {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<LicenseAssignmentManagerLicenseAssignment>>) -> Object {
-        Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<LicenseAssignmentManagerLicenseAssignment>> {
-        match object { Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<LicenseAssignmentManagerLicenseAssignment>>, Object> {
-        match object { Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseAvailabilityInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<LicenseAvailabilityInfo>>) -> Object {
-        Object::ArrayOfLicenseAvailabilityInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<LicenseAvailabilityInfo>> {
-        match object { Object::ArrayOfLicenseAvailabilityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<LicenseAvailabilityInfo>>, Object> {
-        match object { Object::ArrayOfLicenseAvailabilityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for LicenseFeatureInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<LicenseFeatureInfo>>) -> Object {
-        Object::ArrayOfLicenseFeatureInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<LicenseFeatureInfo>> {
-        match object { Object::ArrayOfLicenseFeatureInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<LicenseFeatureInfo>>, Object> {
-        match object { Object::ArrayOfLicenseFeatureInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for LicenseManagerLicenseInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<LicenseManagerLicenseInfo>>) -> Object {
-        Object::ArrayOfLicenseManagerLicenseInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<LicenseManagerLicenseInfo>> {
-        match object { Object::ArrayOfLicenseManagerLicenseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<LicenseManagerLicenseInfo>>, Object> {
-        match object { Object::ArrayOfLicenseManagerLicenseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseReservationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<LicenseReservationInfo>>) -> Object {
-        Object::ArrayOfLicenseReservationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<LicenseReservationInfo>> {
-        match object { Object::ArrayOfLicenseReservationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<LicenseReservationInfo>>, Object> {
-        match object { Object::ArrayOfLicenseReservationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for LocalizableMessage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<LocalizableMessage>>) -> Object {
-        Object::ArrayOfLocalizableMessage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<LocalizableMessage>> {
-        match object { Object::ArrayOfLocalizableMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<LocalizableMessage>>, Object> {
-        match object { Object::ArrayOfLocalizableMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for LocalizationManagerMessageCatalog {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<LocalizationManagerMessageCatalog>>) -> Object {
-        Object::ArrayOfLocalizationManagerMessageCatalog(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<LocalizationManagerMessageCatalog>> {
-        match object { Object::ArrayOfLocalizationManagerMessageCatalog(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<LocalizationManagerMessageCatalog>>, Object> {
-        match object { Object::ArrayOfLocalizationManagerMessageCatalog(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for LocalizedMethodFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<LocalizedMethodFault>>) -> Object {
-        Object::ArrayOfLocalizedMethodFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<LocalizedMethodFault>> {
-        match object { Object::ArrayOfLocalizedMethodFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<LocalizedMethodFault>>, Object> {
-        match object { Object::ArrayOfLocalizedMethodFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ManagedEntityStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ManagedEntityStatus>>) -> Object {
-        Object::ArrayOfManagedEntityStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ManagedEntityStatus>> {
-        match object { Object::ArrayOfManagedEntityStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ManagedEntityStatus>>, Object> {
-        match object { Object::ArrayOfManagedEntityStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for MethodActionArgument {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<MethodActionArgument>>) -> Object {
-        Object::ArrayOfMethodActionArgument(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<MethodActionArgument>> {
-        match object { Object::ArrayOfMethodActionArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<MethodActionArgument>>, Object> {
-        match object { Object::ArrayOfMethodActionArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyMethodFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyMethodFault>>) -> Object {
-        Object::ArrayOfMethodFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyMethodFault>> {
-        match object { Object::ArrayOfMethodFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyMethodFault>>, Object> {
-        match object { Object::ArrayOfMethodFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for MissingObject {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<MissingObject>>) -> Object {
-        Object::ArrayOfMissingObject(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<MissingObject>> {
-        match object { Object::ArrayOfMissingObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<MissingObject>>, Object> {
-        match object { Object::ArrayOfMissingObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectArrayItem for MissingProperty {
     type Object = Object;
@@ -1943,5 +1233,709 @@ impl x::ObjectArrayItem for OvfStorageProfileMapping {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfStorageProfileMapping>>, Object> {
         match object { Object::ArrayOfOvfStorageProfileMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PerfCounterInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PerfCounterInfo>>) -> Object {
+        Object::ArrayOfPerfCounterInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PerfCounterInfo>> {
+        match object { Object::ArrayOfPerfCounterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PerfCounterInfo>>, Object> {
+        match object { Object::ArrayOfPerfCounterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyPerfEntityMetricBase {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyPerfEntityMetricBase>>) -> Object {
+        Object::ArrayOfPerfEntityMetricBase(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyPerfEntityMetricBase>> {
+        match object { Object::ArrayOfPerfEntityMetricBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyPerfEntityMetricBase>>, Object> {
+        match object { Object::ArrayOfPerfEntityMetricBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PerfInterval {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PerfInterval>>) -> Object {
+        Object::ArrayOfPerfInterval(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PerfInterval>> {
+        match object { Object::ArrayOfPerfInterval(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PerfInterval>>, Object> {
+        match object { Object::ArrayOfPerfInterval(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PerfMetricId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PerfMetricId>>) -> Object {
+        Object::ArrayOfPerfMetricId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PerfMetricId>> {
+        match object { Object::ArrayOfPerfMetricId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PerfMetricId>>, Object> {
+        match object { Object::ArrayOfPerfMetricId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyPerfMetricSeries {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyPerfMetricSeries>>) -> Object {
+        Object::ArrayOfPerfMetricSeries(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyPerfMetricSeries>> {
+        match object { Object::ArrayOfPerfMetricSeries(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyPerfMetricSeries>>, Object> {
+        match object { Object::ArrayOfPerfMetricSeries(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PerfMetricSeriesCSV {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PerfMetricSeriesCSV>>) -> Object {
+        Object::ArrayOfPerfMetricSeriesCSV(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PerfMetricSeriesCSV>> {
+        match object { Object::ArrayOfPerfMetricSeriesCSV(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PerfMetricSeriesCSV>>, Object> {
+        match object { Object::ArrayOfPerfMetricSeriesCSV(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PerfQuerySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PerfQuerySpec>>) -> Object {
+        Object::ArrayOfPerfQuerySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PerfQuerySpec>> {
+        match object { Object::ArrayOfPerfQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PerfQuerySpec>>, Object> {
+        match object { Object::ArrayOfPerfQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PerfSampleInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PerfSampleInfo>>) -> Object {
+        Object::ArrayOfPerfSampleInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PerfSampleInfo>> {
+        match object { Object::ArrayOfPerfSampleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PerfSampleInfo>>, Object> {
+        match object { Object::ArrayOfPerfSampleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PerformanceManagerCounterLevelMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PerformanceManagerCounterLevelMapping>>) -> Object {
+        Object::ArrayOfPerformanceManagerCounterLevelMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PerformanceManagerCounterLevelMapping>> {
+        match object { Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PerformanceManagerCounterLevelMapping>>, Object> {
+        match object { Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for Permission {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<Permission>>) -> Object {
+        Object::ArrayOfPermission(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<Permission>> {
+        match object { Object::ArrayOfPermission(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<Permission>>, Object> {
+        match object { Object::ArrayOfPermission(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PermissionProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PermissionProfile>>) -> Object {
+        Object::ArrayOfPermissionProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PermissionProfile>> {
+        match object { Object::ArrayOfPermissionProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PermissionProfile>>, Object> {
+        match object { Object::ArrayOfPermissionProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PhysicalNic {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PhysicalNic>>) -> Object {
+        Object::ArrayOfPhysicalNic(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNic>> {
+        match object { Object::ArrayOfPhysicalNic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNic>>, Object> {
+        match object { Object::ArrayOfPhysicalNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PhysicalNicConfig>>) -> Object {
+        Object::ArrayOfPhysicalNicConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicConfig>> {
+        match object { Object::ArrayOfPhysicalNicConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicConfig>>, Object> {
+        match object { Object::ArrayOfPhysicalNicConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicHintInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PhysicalNicHintInfo>>) -> Object {
+        Object::ArrayOfPhysicalNicHintInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicHintInfo>> {
+        match object { Object::ArrayOfPhysicalNicHintInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicHintInfo>>, Object> {
+        match object { Object::ArrayOfPhysicalNicHintInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicIpHint {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PhysicalNicIpHint>>) -> Object {
+        Object::ArrayOfPhysicalNicIpHint(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicIpHint>> {
+        match object { Object::ArrayOfPhysicalNicIpHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicIpHint>>, Object> {
+        match object { Object::ArrayOfPhysicalNicIpHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PhysicalNicLinkInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PhysicalNicLinkInfo>>) -> Object {
+        Object::ArrayOfPhysicalNicLinkInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicLinkInfo>> {
+        match object { Object::ArrayOfPhysicalNicLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicLinkInfo>>, Object> {
+        match object { Object::ArrayOfPhysicalNicLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicNameHint {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PhysicalNicNameHint>>) -> Object {
+        Object::ArrayOfPhysicalNicNameHint(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicNameHint>> {
+        match object { Object::ArrayOfPhysicalNicNameHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicNameHint>>, Object> {
+        match object { Object::ArrayOfPhysicalNicNameHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PhysicalNicProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PhysicalNicProfile>>) -> Object {
+        Object::ArrayOfPhysicalNicProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicProfile>> {
+        match object { Object::ArrayOfPhysicalNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicProfile>>, Object> {
+        match object { Object::ArrayOfPhysicalNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PlacementAffinityRule {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PlacementAffinityRule>>) -> Object {
+        Object::ArrayOfPlacementAffinityRule(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PlacementAffinityRule>> {
+        match object { Object::ArrayOfPlacementAffinityRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PlacementAffinityRule>>, Object> {
+        match object { Object::ArrayOfPlacementAffinityRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PlacementSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PlacementSpec>>) -> Object {
+        Object::ArrayOfPlacementSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PlacementSpec>> {
+        match object { Object::ArrayOfPlacementSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PlacementSpec>>, Object> {
+        match object { Object::ArrayOfPlacementSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PnicUplinkProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PnicUplinkProfile>>) -> Object {
+        Object::ArrayOfPnicUplinkProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PnicUplinkProfile>> {
+        match object { Object::ArrayOfPnicUplinkProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PnicUplinkProfile>>, Object> {
+        match object { Object::ArrayOfPnicUplinkProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PodDiskLocator {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PodDiskLocator>>) -> Object {
+        Object::ArrayOfPodDiskLocator(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PodDiskLocator>> {
+        match object { Object::ArrayOfPodDiskLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PodDiskLocator>>, Object> {
+        match object { Object::ArrayOfPodDiskLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyPolicyOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyPolicyOption>>) -> Object {
+        Object::ArrayOfPolicyOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyPolicyOption>> {
+        match object { Object::ArrayOfPolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyPolicyOption>>, Object> {
+        match object { Object::ArrayOfPolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PrivilegeAvailability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PrivilegeAvailability>>) -> Object {
+        Object::ArrayOfPrivilegeAvailability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PrivilegeAvailability>> {
+        match object { Object::ArrayOfPrivilegeAvailability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PrivilegeAvailability>>, Object> {
+        match object { Object::ArrayOfPrivilegeAvailability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ProductComponentInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProductComponentInfo>>) -> Object {
+        Object::ArrayOfProductComponentInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProductComponentInfo>> {
+        match object { Object::ArrayOfProductComponentInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProductComponentInfo>>, Object> {
+        match object { Object::ArrayOfProductComponentInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ProfileApplyProfileProperty {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileApplyProfileProperty>>) -> Object {
+        Object::ArrayOfProfileApplyProfileProperty(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileApplyProfileProperty>> {
+        match object { Object::ArrayOfProfileApplyProfileProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileApplyProfileProperty>>, Object> {
+        match object { Object::ArrayOfProfileApplyProfileProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ProfileDeferredPolicyOptionParameter {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileDeferredPolicyOptionParameter>>) -> Object {
+        Object::ArrayOfProfileDeferredPolicyOptionParameter(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileDeferredPolicyOptionParameter>> {
+        match object { Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileDeferredPolicyOptionParameter>>, Object> {
+        match object { Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileDescriptionSection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileDescriptionSection>>) -> Object {
+        Object::ArrayOfProfileDescriptionSection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileDescriptionSection>> {
+        match object { Object::ArrayOfProfileDescriptionSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileDescriptionSection>>, Object> {
+        match object { Object::ArrayOfProfileDescriptionSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileExecuteError {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileExecuteError>>) -> Object {
+        Object::ArrayOfProfileExecuteError(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileExecuteError>> {
+        match object { Object::ArrayOfProfileExecuteError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileExecuteError>>, Object> {
+        match object { Object::ArrayOfProfileExecuteError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyProfileExpression {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyProfileExpression>>) -> Object {
+        Object::ArrayOfProfileExpression(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyProfileExpression>> {
+        match object { Object::ArrayOfProfileExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyProfileExpression>>, Object> {
+        match object { Object::ArrayOfProfileExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileExpressionMetadata {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileExpressionMetadata>>) -> Object {
+        Object::ArrayOfProfileExpressionMetadata(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileExpressionMetadata>> {
+        match object { Object::ArrayOfProfileExpressionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileExpressionMetadata>>, Object> {
+        match object { Object::ArrayOfProfileExpressionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadata {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileMetadata>>) -> Object {
+        Object::ArrayOfProfileMetadata(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadata>> {
+        match object { Object::ArrayOfProfileMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadata>>, Object> {
+        match object { Object::ArrayOfProfileMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadataProfileOperationMessage {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileMetadataProfileOperationMessage>>) -> Object {
+        Object::ArrayOfProfileMetadataProfileOperationMessage(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadataProfileOperationMessage>> {
+        match object { Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadataProfileOperationMessage>>, Object> {
+        match object { Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadataProfileSortSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileMetadataProfileSortSpec>>) -> Object {
+        Object::ArrayOfProfileMetadataProfileSortSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadataProfileSortSpec>> {
+        match object { Object::ArrayOfProfileMetadataProfileSortSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadataProfileSortSpec>>, Object> {
+        match object { Object::ArrayOfProfileMetadataProfileSortSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileParameterMetadata {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileParameterMetadata>>) -> Object {
+        Object::ArrayOfProfileParameterMetadata(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileParameterMetadata>> {
+        match object { Object::ArrayOfProfileParameterMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileParameterMetadata>>, Object> {
+        match object { Object::ArrayOfProfileParameterMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileParameterMetadataParameterRelationMetadata {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>) -> Object {
+        Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileParameterMetadataParameterRelationMetadata>> {
+        match object { Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>, Object> {
+        match object { Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ProfilePolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfilePolicy>>) -> Object {
+        Object::ArrayOfProfilePolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfilePolicy>> {
+        match object { Object::ArrayOfProfilePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfilePolicy>>, Object> {
+        match object { Object::ArrayOfProfilePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfilePolicyMetadata {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfilePolicyMetadata>>) -> Object {
+        Object::ArrayOfProfilePolicyMetadata(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfilePolicyMetadata>> {
+        match object { Object::ArrayOfProfilePolicyMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfilePolicyMetadata>>, Object> {
+        match object { Object::ArrayOfProfilePolicyMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyProfilePolicyOptionMetadata {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyProfilePolicyOptionMetadata>>) -> Object {
+        Object::ArrayOfProfilePolicyOptionMetadata(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyProfilePolicyOptionMetadata>> {
+        match object { Object::ArrayOfProfilePolicyOptionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyProfilePolicyOptionMetadata>>, Object> {
+        match object { Object::ArrayOfProfilePolicyOptionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ProfileProfileStructureProperty {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileProfileStructureProperty>>) -> Object {
+        Object::ArrayOfProfileProfileStructureProperty(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileProfileStructureProperty>> {
+        match object { Object::ArrayOfProfileProfileStructureProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileProfileStructureProperty>>, Object> {
+        match object { Object::ArrayOfProfileProfileStructureProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ProfilePropertyPath {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfilePropertyPath>>) -> Object {
+        Object::ArrayOfProfilePropertyPath(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfilePropertyPath>> {
+        match object { Object::ArrayOfProfilePropertyPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfilePropertyPath>>, Object> {
+        match object { Object::ArrayOfProfilePropertyPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ProfileUpdateFailedUpdateFailure {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ProfileUpdateFailedUpdateFailure>>) -> Object {
+        Object::ArrayOfProfileUpdateFailedUpdateFailure(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ProfileUpdateFailedUpdateFailure>> {
+        match object { Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ProfileUpdateFailedUpdateFailure>>, Object> {
+        match object { Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PropertyChange {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PropertyChange>>) -> Object {
+        Object::ArrayOfPropertyChange(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PropertyChange>> {
+        match object { Object::ArrayOfPropertyChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PropertyChange>>, Object> {
+        match object { Object::ArrayOfPropertyChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for PropertyFilterSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<PropertyFilterSpec>>) -> Object {
+        Object::ArrayOfPropertyFilterSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<PropertyFilterSpec>> {
+        match object { Object::ArrayOfPropertyFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<PropertyFilterSpec>>, Object> {
+        match object { Object::ArrayOfPropertyFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

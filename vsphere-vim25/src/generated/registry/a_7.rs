@@ -6,136 +6,93 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::array(x::Name(0x3d7a16), 0), // ArrayOfPerfCounterInfo
-        x::TypeEntry::array(x::Name(0x3d911b), 1), // ArrayOfPerfEntityMetricBase
-        x::TypeEntry::array(x::Name(0x3dad13), 2), // ArrayOfPerfInterval
-        x::TypeEntry::array(x::Name(0x3dc113), 3), // ArrayOfPerfMetricId
-        x::TypeEntry::array(x::Name(0x3dd517), 4), // ArrayOfPerfMetricSeries
-        x::TypeEntry::array(x::Name(0x3ded1a), 5), // ArrayOfPerfMetricSeriesCSV
-        x::TypeEntry::array(x::Name(0x3e0814), 6), // ArrayOfPerfQuerySpec
-        x::TypeEntry::array(x::Name(0x3e1d15), 7), // ArrayOfPerfSampleInfo
-        x::TypeEntry::array(x::Name(0x3e332c), 8), // ArrayOfPerformanceManagerCounterLevelMapping
-        x::TypeEntry::array(x::Name(0x3e6011), 9), // ArrayOfPermission
-        x::TypeEntry::array(x::Name(0x3e7218), 10), // ArrayOfPermissionProfile
-        x::TypeEntry::array(x::Name(0x3e8b12), 11), // ArrayOfPhysicalNic
-        x::TypeEntry::array(x::Name(0x3e9e18), 12), // ArrayOfPhysicalNicConfig
-        x::TypeEntry::array(x::Name(0x3eb71a), 13), // ArrayOfPhysicalNicHintInfo
-        x::TypeEntry::array(x::Name(0x3ed218), 14), // ArrayOfPhysicalNicIpHint
-        x::TypeEntry::array(x::Name(0x3eeb1a), 15), // ArrayOfPhysicalNicLinkInfo
-        x::TypeEntry::array(x::Name(0x3f061a), 16), // ArrayOfPhysicalNicNameHint
-        x::TypeEntry::array(x::Name(0x3f2119), 17), // ArrayOfPhysicalNicProfile
-        x::TypeEntry::array(x::Name(0x3f3b1c), 18), // ArrayOfPlacementAffinityRule
-        x::TypeEntry::array(x::Name(0x3f5814), 19), // ArrayOfPlacementSpec
-        x::TypeEntry::array(x::Name(0x3f6d18), 20), // ArrayOfPnicUplinkProfile
-        x::TypeEntry::array(x::Name(0x3f8615), 21), // ArrayOfPodDiskLocator
-        x::TypeEntry::array(x::Name(0x3f9c13), 22), // ArrayOfPolicyOption
-        x::TypeEntry::array(x::Name(0x3fb01c), 23), // ArrayOfPrivilegeAvailability
-        x::TypeEntry::array(x::Name(0x3fcd1b), 24), // ArrayOfProductComponentInfo
-        x::TypeEntry::array(x::Name(0x3fe922), 25), // ArrayOfProfileApplyProfileProperty
-        x::TypeEntry::array(x::Name(0x400c2b), 26), // ArrayOfProfileDeferredPolicyOptionParameter
-        x::TypeEntry::array(x::Name(0x403820), 27), // ArrayOfProfileDescriptionSection
-        x::TypeEntry::array(x::Name(0x40591a), 28), // ArrayOfProfileExecuteError
-        x::TypeEntry::array(x::Name(0x407418), 29), // ArrayOfProfileExpression
-        x::TypeEntry::array(x::Name(0x408d20), 30), // ArrayOfProfileExpressionMetadata
-        x::TypeEntry::array(x::Name(0x40ae16), 31), // ArrayOfProfileMetadata
-        x::TypeEntry::array(x::Name(0x40c52d), 32), // ArrayOfProfileMetadataProfileOperationMessage
-        x::TypeEntry::array(x::Name(0x40f325), 33), // ArrayOfProfileMetadataProfileSortSpec
-        x::TypeEntry::array(x::Name(0x41191f), 34), // ArrayOfProfileParameterMetadata
-        x::TypeEntry::array(x::Name(0x413938), 35), // ArrayOfProfileParameterMetadataParameterRelationMetadata
-        x::TypeEntry::array(x::Name(0x417214), 36), // ArrayOfProfilePolicy
-        x::TypeEntry::array(x::Name(0x41871c), 37), // ArrayOfProfilePolicyMetadata
-        x::TypeEntry::array(x::Name(0x41a422), 38), // ArrayOfProfilePolicyOptionMetadata
-        x::TypeEntry::array(x::Name(0x41c726), 39), // ArrayOfProfileProfileStructureProperty
-        x::TypeEntry::array(x::Name(0x41ee1a), 40), // ArrayOfProfilePropertyPath
-        x::TypeEntry::array(x::Name(0x420927), 41), // ArrayOfProfileUpdateFailedUpdateFailure
-        x::TypeEntry::array(x::Name(0x423115), 42), // ArrayOfPropertyChange
-        x::TypeEntry::array(x::Name(0x424719), 43), // ArrayOfPropertyFilterSpec
-        x::TypeEntry::array(x::Name(0x42611b), 44), // ArrayOfPropertyFilterUpdate
-        x::TypeEntry::array(x::Name(0x427d13), 45), // ArrayOfPropertySpec
-        x::TypeEntry::array(x::Name(0x42910f), 46), // ArrayOfRelation
-        x::TypeEntry::array(x::Name(0x42a122), 47), // ArrayOfReplicationInfoDiskSettings
-        x::TypeEntry::array(x::Name(0x42c419), 48), // ArrayOfResourceConfigSpec
-        x::TypeEntry::array(x::Name(0x42de1e), 49), // ArrayOfRetrieveVStorageObjSpec
-        x::TypeEntry::array(x::Name(0x42fd1a), 50), // ArrayOfScheduledTaskDetail
-        x::TypeEntry::array(x::Name(0x43180e), 51), // ArrayOfScsiLun
-        x::TypeEntry::array(x::Name(0x432718), 52), // ArrayOfScsiLunDescriptor
-        x::TypeEntry::array(x::Name(0x434019), 53), // ArrayOfScsiLunDurableName
-        x::TypeEntry::array(x::Name(0x435a18), 54), // ArrayOfSearchIndexFilter
-        x::TypeEntry::array(x::Name(0x43731f), 55), // ArrayOfSearchIndexOptionalValue
-        x::TypeEntry::array(x::Name(0x43931b), 56), // ArrayOfSearchIndexPredicate
-        x::TypeEntry::array(x::Name(0x43af1e), 57), // ArrayOfSearchIndexResourceItem
-        x::TypeEntry::array(x::Name(0x43ce13), 58), // ArrayOfSelectionSet
-        x::TypeEntry::array(x::Name(0x43e214), 59), // ArrayOfSelectionSpec
-        x::TypeEntry::array(x::Name(0x43f725), 60), // ArrayOfServiceConsolePortGroupProfile
-        x::TypeEntry::array(x::Name(0x441d15), 61), // ArrayOfServiceLocator
-        x::TypeEntry::array(x::Name(0x443320), 62), // ArrayOfServiceManagerServiceInfo
-        x::TypeEntry::array(x::Name(0x445415), 63), // ArrayOfServiceProfile
-        x::TypeEntry::primitive_array(x::Name(0x446a0c), 64), // ArrayOfShort
-        x::TypeEntry::array(x::Name(0x447716), 65), // ArrayOfSoftwarePackage
-        x::TypeEntry::array(x::Name(0x448e19), 66), // ArrayOfStaticRouteProfile
-        x::TypeEntry::array(x::Name(0x44a81b), 67), // ArrayOfStorageDrsOptionSpec
-        x::TypeEntry::array(x::Name(0x44c424), 68), // ArrayOfStorageDrsPlacementRankVmSpec
-        x::TypeEntry::array(x::Name(0x44e91d), 69), // ArrayOfStorageDrsVmConfigInfo
-        x::TypeEntry::array(x::Name(0x45071d), 70), // ArrayOfStorageDrsVmConfigSpec
-        x::TypeEntry::array(x::Name(0x452520), 71), // ArrayOfStoragePerformanceSummary
-        x::TypeEntry::array(x::Name(0x454619), 72), // ArrayOfStorageRequirement
-        x::TypeEntry::primitive_array(x::Name(0x45600d), 73), // ArrayOfString
-        x::TypeEntry::array(x::Name(0x456e1f), 74), // ArrayOfStructuredCustomizations
-        x::TypeEntry::array(x::Name(0x458e11), 75), // ArrayOfSubnetInfo
-        x::TypeEntry::array(x::Name(0x45a016), 76), // ArrayOfSystemEventInfo
-        x::TypeEntry::array(x::Name(0x45b70a), 77), // ArrayOfTag
-        x::TypeEntry::array(x::Name(0x45c20c), 78), // ArrayOfTagId
-        x::TypeEntry::array(x::Name(0x45cf0e), 79), // ArrayOfTagSpec
-        x::TypeEntry::array(x::Name(0x45de0f), 80), // ArrayOfTaskInfo
-        x::TypeEntry::array(x::Name(0x45ee14), 81), // ArrayOfTaskInfoState
-        x::TypeEntry::array(x::Name(0x460316), 82), // ArrayOfTypeDescription
+        x::TypeEntry::array(x::Name(0x42611b), 0), // ArrayOfPropertyFilterUpdate
+        x::TypeEntry::array(x::Name(0x427d13), 1), // ArrayOfPropertySpec
+        x::TypeEntry::array(x::Name(0x42910f), 2), // ArrayOfRelation
+        x::TypeEntry::array(x::Name(0x42a122), 3), // ArrayOfReplicationInfoDiskSettings
+        x::TypeEntry::array(x::Name(0x42c419), 4), // ArrayOfResourceConfigSpec
+        x::TypeEntry::array(x::Name(0x42de1e), 5), // ArrayOfRetrieveVStorageObjSpec
+        x::TypeEntry::array(x::Name(0x42fd1a), 6), // ArrayOfScheduledTaskDetail
+        x::TypeEntry::array(x::Name(0x43180e), 7), // ArrayOfScsiLun
+        x::TypeEntry::array(x::Name(0x432718), 8), // ArrayOfScsiLunDescriptor
+        x::TypeEntry::array(x::Name(0x434019), 9), // ArrayOfScsiLunDurableName
+        x::TypeEntry::array(x::Name(0x435a18), 10), // ArrayOfSearchIndexFilter
+        x::TypeEntry::array(x::Name(0x43731f), 11), // ArrayOfSearchIndexOptionalValue
+        x::TypeEntry::array(x::Name(0x43931b), 12), // ArrayOfSearchIndexPredicate
+        x::TypeEntry::array(x::Name(0x43af1e), 13), // ArrayOfSearchIndexResourceItem
+        x::TypeEntry::array(x::Name(0x43ce13), 14), // ArrayOfSelectionSet
+        x::TypeEntry::array(x::Name(0x43e214), 15), // ArrayOfSelectionSpec
+        x::TypeEntry::array(x::Name(0x43f725), 16), // ArrayOfServiceConsolePortGroupProfile
+        x::TypeEntry::array(x::Name(0x441d15), 17), // ArrayOfServiceLocator
+        x::TypeEntry::array(x::Name(0x443320), 18), // ArrayOfServiceManagerServiceInfo
+        x::TypeEntry::array(x::Name(0x445415), 19), // ArrayOfServiceProfile
+        x::TypeEntry::primitive_array(x::Name(0x446a0c), 20), // ArrayOfShort
+        x::TypeEntry::array(x::Name(0x447716), 21), // ArrayOfSoftwarePackage
+        x::TypeEntry::array(x::Name(0x448e19), 22), // ArrayOfStaticRouteProfile
+        x::TypeEntry::array(x::Name(0x44a81b), 23), // ArrayOfStorageDrsOptionSpec
+        x::TypeEntry::array(x::Name(0x44c424), 24), // ArrayOfStorageDrsPlacementRankVmSpec
+        x::TypeEntry::array(x::Name(0x44e91d), 25), // ArrayOfStorageDrsVmConfigInfo
+        x::TypeEntry::array(x::Name(0x45071d), 26), // ArrayOfStorageDrsVmConfigSpec
+        x::TypeEntry::array(x::Name(0x452520), 27), // ArrayOfStoragePerformanceSummary
+        x::TypeEntry::array(x::Name(0x454619), 28), // ArrayOfStorageRequirement
+        x::TypeEntry::primitive_array(x::Name(0x45600d), 29), // ArrayOfString
+        x::TypeEntry::array(x::Name(0x456e1f), 30), // ArrayOfStructuredCustomizations
+        x::TypeEntry::array(x::Name(0x458e11), 31), // ArrayOfSubnetInfo
+        x::TypeEntry::array(x::Name(0x45a016), 32), // ArrayOfSystemEventInfo
+        x::TypeEntry::array(x::Name(0x45b70a), 33), // ArrayOfTag
+        x::TypeEntry::array(x::Name(0x45c20c), 34), // ArrayOfTagId
+        x::TypeEntry::array(x::Name(0x45cf0e), 35), // ArrayOfTagSpec
+        x::TypeEntry::array(x::Name(0x45de0f), 36), // ArrayOfTaskInfo
+        x::TypeEntry::array(x::Name(0x45ee14), 37), // ArrayOfTaskInfoState
+        x::TypeEntry::array(x::Name(0x460316), 38), // ArrayOfTypeDescription
+        x::TypeEntry::array(x::Name(0x461a36), 39), // ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo
+        x::TypeEntry::primitive_array(x::Name(0x46510a), 40), // ArrayOfUri
+        x::TypeEntry::array(x::Name(0x465c1e), 41), // ArrayOfUsbScanCodeSpecKeyEvent
+        x::TypeEntry::array(x::Name(0x467b17), 42), // ArrayOfUserGroupProfile
+        x::TypeEntry::array(x::Name(0x46931a), 43), // ArrayOfUserPrivilegeResult
+        x::TypeEntry::array(x::Name(0x46ae12), 44), // ArrayOfUserProfile
+        x::TypeEntry::array(x::Name(0x46c117), 45), // ArrayOfUserSearchResult
+        x::TypeEntry::array(x::Name(0x46d912), 46), // ArrayOfUserSession
+        x::TypeEntry::array(x::Name(0x46ec17), 47), // ArrayOfVASAStorageArray
+        x::TypeEntry::array(x::Name(0x470427), 48), // ArrayOfVASAStorageArrayDiscoverySvcInfo
+        x::TypeEntry::array(x::Name(0x472c26), 49), // ArrayOfVAppCloneSpecNetworkMappingPair
+        x::TypeEntry::array(x::Name(0x47531f), 50), // ArrayOfVAppCloneSpecResourceMap
+        x::TypeEntry::array(x::Name(0x47731b), 51), // ArrayOfVAppEntityConfigInfo
+        x::TypeEntry::array(x::Name(0x478f19), 52), // ArrayOfVAppOvfSectionInfo
+        x::TypeEntry::array(x::Name(0x47a919), 53), // ArrayOfVAppOvfSectionSpec
+        x::TypeEntry::array(x::Name(0x47c316), 54), // ArrayOfVAppProductInfo
+        x::TypeEntry::array(x::Name(0x47da16), 55), // ArrayOfVAppProductSpec
+        x::TypeEntry::array(x::Name(0x47f117), 56), // ArrayOfVAppPropertyInfo
+        x::TypeEntry::array(x::Name(0x480917), 57), // ArrayOfVAppPropertySpec
+        x::TypeEntry::array(x::Name(0x48211f), 58), // ArrayOfVMwareDVSPvlanConfigSpec
+        x::TypeEntry::array(x::Name(0x48411d), 59), // ArrayOfVMwareDVSPvlanMapEntry
+        x::TypeEntry::array(x::Name(0x485f1f), 60), // ArrayOfVMwareDVSVspanConfigSpec
+        x::TypeEntry::array(x::Name(0x487f1f), 61), // ArrayOfVMwareDvsLacpGroupConfig
+        x::TypeEntry::array(x::Name(0x489f1d), 62), // ArrayOfVMwareDvsLacpGroupSpec
+        x::TypeEntry::array(x::Name(0x48bd19), 63), // ArrayOfVMwareVspanSession
+        x::TypeEntry::array(x::Name(0x48d721), 64), // ArrayOfVStorageObjectAssociations
+        x::TypeEntry::array(x::Name(0x48f933), 65), // ArrayOfVStorageObjectAssociationsVmDiskAssociations
+        x::TypeEntry::array(x::Name(0x492d33), 66), // ArrayOfVStorageObjectReconcileResultInvalidDiskPath
+        x::TypeEntry::array(x::Name(0x496133), 67), // ArrayOfVStorageObjectReconcileResultReconcileDetail
+        x::TypeEntry::array(x::Name(0x499537), 68), // ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::TypeEntry::array(x::Name(0x49cd11), 69), // ArrayOfVVolHostPE
+        x::TypeEntry::array(x::Name(0x49df39), 70), // ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::TypeEntry::array(x::Name(0x4a191a), 71), // ArrayOfVchaNodeRuntimeInfo
+        x::TypeEntry::array(x::Name(0x4a341a), 72), // ArrayOfVimVasaProviderInfo
+        x::TypeEntry::array(x::Name(0x4a4f23), 73), // ArrayOfVimVasaProviderStatePerArray
+        x::TypeEntry::array(x::Name(0x4a7319), 74), // ArrayOfVirtualAppLinkInfo
+        x::TypeEntry::array(x::Name(0x4a8d14), 75), // ArrayOfVirtualDevice
+        x::TypeEntry::array(x::Name(0x4aa221), 76), // ArrayOfVirtualDeviceBackingOption
+        x::TypeEntry::array(x::Name(0x4ac41e), 77), // ArrayOfVirtualDeviceConfigSpec
+        x::TypeEntry::array(x::Name(0x4ae31a), 78), // ArrayOfVirtualDeviceOption
+        x::TypeEntry::array(x::Name(0x4afe12), 79), // ArrayOfVirtualDisk
+        x::TypeEntry::array(x::Name(0x4b112b), 80), // ArrayOfVirtualDiskDeltaDiskFormatsSupported
+        x::TypeEntry::array(x::Name(0x4b3d14), 81), // ArrayOfVirtualDiskId
+        x::TypeEntry::array(x::Name(0x4b521a), 82), // ArrayOfVirtualDiskRuleSpec
+        x::TypeEntry::array(x::Name(0x4b6d2e), 83), // ArrayOfVirtualMachineBaseIndependentFilterSpec
     ],
     decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0x161660f), x::Name(0x161660f)), // PerfCounterInfo: PerfCounterInfo
-        x::FieldEntry::repeated(x::Name(0x1618714), x::Name(0x1618714)), // PerfEntityMetricBase: PerfEntityMetricBase
-        x::FieldEntry::repeated(x::Name(0x161bb0c), x::Name(0x161bb0c)), // PerfInterval: PerfInterval
-        x::FieldEntry::repeated(x::Name(0x161c80c), x::Name(0x161c80c)), // PerfMetricId: PerfMetricId
-        x::FieldEntry::repeated(x::Name(0x161e910), x::Name(0x161e910)), // PerfMetricSeries: PerfMetricSeries
-        x::FieldEntry::repeated(x::Name(0x161fa13), x::Name(0x161fa13)), // PerfMetricSeriesCSV: PerfMetricSeriesCSV
-        x::FieldEntry::repeated(x::Name(0x162220d), x::Name(0x162220d)), // PerfQuerySpec: PerfQuerySpec
-        x::FieldEntry::repeated(x::Name(0x162300e), x::Name(0x162300e)), // PerfSampleInfo: PerfSampleInfo
-        x::FieldEntry::repeated(x::Name(0x162e825), x::Name(0x162e825)), // PerformanceManagerCounterLevelMapping: PerformanceManagerCounterLevelMapping
-        x::FieldEntry::repeated(x::Name(0x1635a0a), x::Name(0x1635a0a)), // Permission: Permission
-        x::FieldEntry::repeated(x::Name(0x1638a11), x::Name(0x1638a11)), // PermissionProfile: PermissionProfile
-        x::FieldEntry::repeated(x::Name(0x163e40b), x::Name(0x163e40b)), // PhysicalNic: PhysicalNic
-        x::FieldEntry::repeated(x::Name(0x1642211), x::Name(0x1642211)), // PhysicalNicConfig: PhysicalNicConfig
-        x::FieldEntry::repeated(x::Name(0x1644413), x::Name(0x1644413)), // PhysicalNicHintInfo: PhysicalNicHintInfo
-        x::FieldEntry::repeated(x::Name(0x1645811), x::Name(0x1645811)), // PhysicalNicIpHint: PhysicalNicIpHint
-        x::FieldEntry::repeated(x::Name(0x1646a13), x::Name(0x1646a13)), // PhysicalNicLinkInfo: PhysicalNicLinkInfo
-        x::FieldEntry::repeated(x::Name(0x1647e13), x::Name(0x1647e13)), // PhysicalNicNameHint: PhysicalNicNameHint
-        x::FieldEntry::repeated(x::Name(0x1649212), x::Name(0x1649212)), // PhysicalNicProfile: PhysicalNicProfile
-        x::FieldEntry::repeated(x::Name(0x1658c15), x::Name(0x1658c15)), // PlacementAffinityRule: PlacementAffinityRule
-        x::FieldEntry::repeated(x::Name(0x166150d), x::Name(0x166150d)), // PlacementSpec: PlacementSpec
-        x::FieldEntry::repeated(x::Name(0x1665e11), x::Name(0x1665e11)), // PnicUplinkProfile: PnicUplinkProfile
-        x::FieldEntry::repeated(x::Name(0x166700e), x::Name(0x166700e)), // PodDiskLocator: PodDiskLocator
-        x::FieldEntry::repeated(x::Name(0x166ae0c), x::Name(0x166ae0c)), // PolicyOption: PolicyOption
-        x::FieldEntry::repeated(x::Name(0x168a415), x::Name(0x168a415)), // PrivilegeAvailability: PrivilegeAvailability
-        x::FieldEntry::repeated(x::Name(0x168cd14), x::Name(0x168cd14)), // ProductComponentInfo: ProductComponentInfo
-        x::FieldEntry::repeated(x::Name(0x168fd1b), x::Name(0x168fd1b)), // ProfileApplyProfileProperty: ProfileApplyProfileProperty
-        x::FieldEntry::repeated(x::Name(0x169bc24), x::Name(0x169bc24)), // ProfileDeferredPolicyOptionParameter: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::repeated(x::Name(0x169f419), x::Name(0x169f419)), // ProfileDescriptionSection: ProfileDescriptionSection
-        x::FieldEntry::repeated(x::Name(0x16a4813), x::Name(0x16a4813)), // ProfileExecuteError: ProfileExecuteError
-        x::FieldEntry::repeated(x::Name(0x16a8c11), x::Name(0x16a8c11)), // ProfileExpression: ProfileExpression
-        x::FieldEntry::repeated(x::Name(0x16a9e19), x::Name(0x16a9e19)), // ProfileExpressionMetadata: ProfileExpressionMetadata
-        x::FieldEntry::repeated(x::Name(0x16ab80f), x::Name(0x16ab80f)), // ProfileMetadata: ProfileMetadata
-        x::FieldEntry::repeated(x::Name(0x16ac826), x::Name(0x16ac826)), // ProfileMetadataProfileOperationMessage: ProfileMetadataProfileOperationMessage
-        x::FieldEntry::repeated(x::Name(0x16aef1e), x::Name(0x16aef1e)), // ProfileMetadataProfileSortSpec: ProfileMetadataProfileSortSpec
-        x::FieldEntry::repeated(x::Name(0x16b2718), x::Name(0x16b2718)), // ProfileParameterMetadata: ProfileParameterMetadata
-        x::FieldEntry::repeated(x::Name(0x16b4031), x::Name(0x16b4031)), // ProfileParameterMetadataParameterRelationMetadata: ProfileParameterMetadataParameterRelationMetadata
-        x::FieldEntry::repeated(x::Name(0x16b970d), x::Name(0x16b970d)), // ProfilePolicy: ProfilePolicy
-        x::FieldEntry::repeated(x::Name(0x16ba515), x::Name(0x16ba515)), // ProfilePolicyMetadata: ProfilePolicyMetadata
-        x::FieldEntry::repeated(x::Name(0x16bbb1b), x::Name(0x16bbb1b)), // ProfilePolicyOptionMetadata: ProfilePolicyOptionMetadata
-        x::FieldEntry::repeated(x::Name(0x16bef1f), x::Name(0x16bef1f)), // ProfileProfileStructureProperty: ProfileProfileStructureProperty
-        x::FieldEntry::repeated(x::Name(0x16c0f13), x::Name(0x16c0f13)), // ProfilePropertyPath: ProfilePropertyPath
-        x::FieldEntry::repeated(x::Name(0x16ca020), x::Name(0x16ca020)), // ProfileUpdateFailedUpdateFailure: ProfileUpdateFailedUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x16cd90e), x::Name(0x16cd90e)), // PropertyChange: PropertyChange
-        x::FieldEntry::repeated(x::Name(0x16cf912), x::Name(0x16cf912)), // PropertyFilterSpec: PropertyFilterSpec
         x::FieldEntry::repeated(x::Name(0x16d0c14), x::Name(0x16d0c14)), // PropertyFilterUpdate: PropertyFilterUpdate
         x::FieldEntry::repeated(x::Name(0x16d210c), x::Name(0x16d210c)), // PropertySpec: PropertySpec
         x::FieldEntry::repeated(x::Name(0x185cb08), x::Name(0x185cb08)), // Relation: Relation
@@ -175,59 +132,152 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0x1b3b008), x::Name(0x1b3b008)), // TaskInfo: TaskInfo
         x::FieldEntry::repeated(x::Name(0x1b3f00d), x::Name(0x1b3f00d)), // TaskInfoState: TaskInfoState
         x::FieldEntry::repeated(x::Name(0x1b9090f), x::Name(0x1b9090f)), // TypeDescription: TypeDescription
+        x::FieldEntry::repeated(x::Name(0x1c71e2f), x::Name(0x1c71e2f)), // UpdateVirtualMachineFilesResultFailedVmFileInfo: UpdateVirtualMachineFilesResultFailedVmFileInfo
+        x::FieldEntry::repeated(x::Name(0x34db303), x::Name(0x234aa06)), // uri: anyURI
+        x::FieldEntry::repeated(x::Name(0x1c97417), x::Name(0x1c97417)), // UsbScanCodeSpecKeyEvent: UsbScanCodeSpecKeyEvent
+        x::FieldEntry::repeated(x::Name(0x1c9bc10), x::Name(0x1c9bc10)), // UserGroupProfile: UserGroupProfile
+        x::FieldEntry::repeated(x::Name(0x1ca3e13), x::Name(0x1ca3e13)), // UserPrivilegeResult: UserPrivilegeResult
+        x::FieldEntry::repeated(x::Name(0x1ca520b), x::Name(0x1ca520b)), // UserProfile: UserProfile
+        x::FieldEntry::repeated(x::Name(0x1ca5e10), x::Name(0x1ca5e10)), // UserSearchResult: UserSearchResult
+        x::FieldEntry::repeated(x::Name(0x1ca6f0b), x::Name(0x1ca6f0b)), // UserSession: UserSession
+        x::FieldEntry::repeated(x::Name(0x1cab210), x::Name(0x1cab210)), // VASAStorageArray: VASAStorageArray
+        x::FieldEntry::repeated(x::Name(0x1cb0d20), x::Name(0x1cb0d20)), // VASAStorageArrayDiscoverySvcInfo: VASAStorageArrayDiscoverySvcInfo
+        x::FieldEntry::repeated(x::Name(0x1cb501f), x::Name(0x1cb501f)), // VAppCloneSpecNetworkMappingPair: VAppCloneSpecNetworkMappingPair
+        x::FieldEntry::repeated(x::Name(0x1cb8e18), x::Name(0x1cb8e18)), // VAppCloneSpecResourceMap: VAppCloneSpecResourceMap
+        x::FieldEntry::repeated(x::Name(0x1cbd514), x::Name(0x1cbd514)), // VAppEntityConfigInfo: VAppEntityConfigInfo
+        x::FieldEntry::repeated(x::Name(0x1cc9112), x::Name(0x1cc9112)), // VAppOvfSectionInfo: VAppOvfSectionInfo
+        x::FieldEntry::repeated(x::Name(0x1cca412), x::Name(0x1cca412)), // VAppOvfSectionSpec: VAppOvfSectionSpec
+        x::FieldEntry::repeated(x::Name(0x1ccb70f), x::Name(0x1ccb70f)), // VAppProductInfo: VAppProductInfo
+        x::FieldEntry::repeated(x::Name(0x1ccc70f), x::Name(0x1ccc70f)), // VAppProductSpec: VAppProductSpec
+        x::FieldEntry::repeated(x::Name(0x1cce910), x::Name(0x1cce910)), // VAppPropertyInfo: VAppPropertyInfo
+        x::FieldEntry::repeated(x::Name(0x1ccfa10), x::Name(0x1ccfa10)), // VAppPropertySpec: VAppPropertySpec
+        x::FieldEntry::repeated(x::Name(0x1d02c18), x::Name(0x1d02c18)), // VMwareDVSPvlanConfigSpec: VMwareDVSPvlanConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1d04516), x::Name(0x1d04516)), // VMwareDVSPvlanMapEntry: VMwareDVSPvlanMapEntry
+        x::FieldEntry::repeated(x::Name(0x1d11618), x::Name(0x1d11618)), // VMwareDVSVspanConfigSpec: VMwareDVSVspanConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1d1c818), x::Name(0x1d1c818)), // VMwareDvsLacpGroupConfig: VMwareDvsLacpGroupConfig
+        x::FieldEntry::repeated(x::Name(0x1d1e116), x::Name(0x1d1e116)), // VMwareDvsLacpGroupSpec: VMwareDvsLacpGroupSpec
+        x::FieldEntry::repeated(x::Name(0x1d34b12), x::Name(0x1d34b12)), // VMwareVspanSession: VMwareVspanSession
+        x::FieldEntry::repeated(x::Name(0x1d3c81a), x::Name(0x1d3c81a)), // VStorageObjectAssociations: VStorageObjectAssociations
+        x::FieldEntry::repeated(x::Name(0x1d3e32c), x::Name(0x1d3e32c)), // VStorageObjectAssociationsVmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
+        x::FieldEntry::repeated(x::Name(0x1d5662c), x::Name(0x1d5662c)), // VStorageObjectReconcileResultInvalidDiskPath: VStorageObjectReconcileResultInvalidDiskPath
+        x::FieldEntry::repeated(x::Name(0x1d5932c), x::Name(0x1d5932c)), // VStorageObjectReconcileResultReconcileDetail: VStorageObjectReconcileResultReconcileDetail
+        x::FieldEntry::repeated(x::Name(0x1d62c30), x::Name(0x1d62c30)), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: VStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::FieldEntry::repeated(x::Name(0x1d67a0a), x::Name(0x1d67a0a)), // VVolHostPE: VVolHostPE
+        x::FieldEntry::repeated(x::Name(0x1d6a232), x::Name(0x1d6a232)), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::FieldEntry::repeated(x::Name(0x1d8fd13), x::Name(0x1d8fd13)), // VchaNodeRuntimeInfo: VchaNodeRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x1d96113), x::Name(0x1d96113)), // VimVasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x1d9751c), x::Name(0x1d9751c)), // VimVasaProviderStatePerArray: VimVasaProviderStatePerArray
+        x::FieldEntry::repeated(x::Name(0x1da0512), x::Name(0x1da0512)), // VirtualAppLinkInfo: VirtualAppLinkInfo
+        x::FieldEntry::repeated(x::Name(0x1dc1a0d), x::Name(0x1dc1a0d)), // VirtualDevice: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x1dc411a), x::Name(0x1dc411a)), // VirtualDeviceBackingOption: VirtualDeviceBackingOption
+        x::FieldEntry::repeated(x::Name(0x1dc9017), x::Name(0x1dc9017)), // VirtualDeviceConfigSpec: VirtualDeviceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1de6313), x::Name(0x1de6313)), // VirtualDeviceOption: VirtualDeviceOption
+        x::FieldEntry::repeated(x::Name(0x1df7c0b), x::Name(0x1df7c0b)), // VirtualDisk: VirtualDisk
+        x::FieldEntry::repeated(x::Name(0x1e05424), x::Name(0x1e05424)), // VirtualDiskDeltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::repeated(x::Name(0x1e1190d), x::Name(0x1e1190d)), // VirtualDiskId: VirtualDiskId
+        x::FieldEntry::repeated(x::Name(0x1e2c613), x::Name(0x1e2c613)), // VirtualDiskRuleSpec: VirtualDiskRuleSpec
+        x::FieldEntry::repeated(x::Name(0x1e9ba27), x::Name(0x1e9ba27)), // VirtualMachineBaseIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
     ],
     values: &[
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertyFilterUpdate(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertySpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfRelation(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfReplicationInfoDiskSettings(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfRetrieveVStorageObjSpec(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfScheduledTaskDetail(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfScsiLun(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfScsiLunDescriptor(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfScsiLunDurableName(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSearchIndexFilter(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSearchIndexOptionalValue(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSearchIndexPredicate(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSearchIndexResourceItem(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSelectionSet(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSelectionSpec(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceConsolePortGroupProfile(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceLocator(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceManagerServiceInfo(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSoftwarePackage(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStaticRouteProfile(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsOptionSpec(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsPlacementRankVmSpec(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStoragePerformanceSummary(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageRequirement(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStructuredCustomizations(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSubnetInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSystemEventInfo(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTag(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTagId(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTagSpec(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTaskInfo(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTaskInfoState(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTypeDescription(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUsbScanCodeSpecKeyEvent(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserGroupProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserPrivilegeResult(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserSearchResult(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserSession(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVASAStorageArray(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppCloneSpecNetworkMappingPair(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppCloneSpecResourceMap(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppEntityConfigInfo(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppOvfSectionInfo(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppOvfSectionSpec(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppProductInfo(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppProductSpec(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppPropertyInfo(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppPropertySpec(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSPvlanConfigSpec(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSPvlanMapEntry(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSVspanConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDvsLacpGroupConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDvsLacpGroupSpec(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareVspanSession(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectAssociations(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVVolHostPE(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVimVasaProviderInfo(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVimVasaProviderStatePerArray(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualAppLinkInfo(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDevice(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDeviceConfigSpec(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDeviceOption(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDisk(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDiskId(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDiskRuleSpec(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ArrayOfPerfCounterInfo(Box<Vec<PerfCounterInfo>>),
-    ArrayOfPerfEntityMetricBase(Box<Vec<AnyPerfEntityMetricBase>>),
-    ArrayOfPerfInterval(Box<Vec<PerfInterval>>),
-    ArrayOfPerfMetricId(Box<Vec<PerfMetricId>>),
-    ArrayOfPerfMetricSeries(Box<Vec<AnyPerfMetricSeries>>),
-    ArrayOfPerfMetricSeriesCSV(Box<Vec<PerfMetricSeriesCSV>>),
-    ArrayOfPerfQuerySpec(Box<Vec<PerfQuerySpec>>),
-    ArrayOfPerfSampleInfo(Box<Vec<PerfSampleInfo>>),
-    ArrayOfPerformanceManagerCounterLevelMapping(Box<Vec<PerformanceManagerCounterLevelMapping>>),
-    ArrayOfPermission(Box<Vec<Permission>>),
-    ArrayOfPermissionProfile(Box<Vec<PermissionProfile>>),
-    ArrayOfPhysicalNic(Box<Vec<PhysicalNic>>),
-    #[cfg(feature = "admin")] ArrayOfPhysicalNicConfig(Box<Vec<PhysicalNicConfig>>),
-    #[cfg(feature = "admin")] ArrayOfPhysicalNicHintInfo(Box<Vec<PhysicalNicHintInfo>>),
-    #[cfg(feature = "admin")] ArrayOfPhysicalNicIpHint(Box<Vec<PhysicalNicIpHint>>),
-    ArrayOfPhysicalNicLinkInfo(Box<Vec<PhysicalNicLinkInfo>>),
-    #[cfg(feature = "admin")] ArrayOfPhysicalNicNameHint(Box<Vec<PhysicalNicNameHint>>),
-    ArrayOfPhysicalNicProfile(Box<Vec<PhysicalNicProfile>>),
-    ArrayOfPlacementAffinityRule(Box<Vec<PlacementAffinityRule>>),
-    ArrayOfPlacementSpec(Box<Vec<PlacementSpec>>),
-    ArrayOfPnicUplinkProfile(Box<Vec<PnicUplinkProfile>>),
-    ArrayOfPodDiskLocator(Box<Vec<PodDiskLocator>>),
-    ArrayOfPolicyOption(Box<Vec<AnyPolicyOption>>),
-    #[cfg(feature = "admin")] ArrayOfPrivilegeAvailability(Box<Vec<PrivilegeAvailability>>),
-    ArrayOfProductComponentInfo(Box<Vec<ProductComponentInfo>>),
-    ArrayOfProfileApplyProfileProperty(Box<Vec<ProfileApplyProfileProperty>>),
-    ArrayOfProfileDeferredPolicyOptionParameter(Box<Vec<ProfileDeferredPolicyOptionParameter>>),
-    #[cfg(feature = "admin")] ArrayOfProfileDescriptionSection(Box<Vec<ProfileDescriptionSection>>),
-    #[cfg(feature = "admin")] ArrayOfProfileExecuteError(Box<Vec<ProfileExecuteError>>),
-    #[cfg(feature = "admin")] ArrayOfProfileExpression(Box<Vec<AnyProfileExpression>>),
-    #[cfg(feature = "admin")] ArrayOfProfileExpressionMetadata(Box<Vec<ProfileExpressionMetadata>>),
-    #[cfg(feature = "admin")] ArrayOfProfileMetadata(Box<Vec<ProfileMetadata>>),
-    #[cfg(feature = "admin")] ArrayOfProfileMetadataProfileOperationMessage(Box<Vec<ProfileMetadataProfileOperationMessage>>),
-    #[cfg(feature = "admin")] ArrayOfProfileMetadataProfileSortSpec(Box<Vec<ProfileMetadataProfileSortSpec>>),
-    #[cfg(feature = "admin")] ArrayOfProfileParameterMetadata(Box<Vec<ProfileParameterMetadata>>),
-    #[cfg(feature = "admin")] ArrayOfProfileParameterMetadataParameterRelationMetadata(Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>),
-    ArrayOfProfilePolicy(Box<Vec<ProfilePolicy>>),
-    #[cfg(feature = "admin")] ArrayOfProfilePolicyMetadata(Box<Vec<ProfilePolicyMetadata>>),
-    #[cfg(feature = "admin")] ArrayOfProfilePolicyOptionMetadata(Box<Vec<AnyProfilePolicyOptionMetadata>>),
-    ArrayOfProfileProfileStructureProperty(Box<Vec<ProfileProfileStructureProperty>>),
-    ArrayOfProfilePropertyPath(Box<Vec<ProfilePropertyPath>>),
-    ArrayOfProfileUpdateFailedUpdateFailure(Box<Vec<ProfileUpdateFailedUpdateFailure>>),
-    ArrayOfPropertyChange(Box<Vec<PropertyChange>>),
-    ArrayOfPropertyFilterSpec(Box<Vec<PropertyFilterSpec>>),
     ArrayOfPropertyFilterUpdate(Box<Vec<PropertyFilterUpdate>>),
     ArrayOfPropertySpec(Box<Vec<PropertySpec>>),
     #[cfg(feature = "admin")] ArrayOfRelation(Box<Vec<Relation>>),
@@ -265,6 +315,50 @@ pub enum Object {
     ArrayOfTaskInfo(Box<Vec<TaskInfo>>),
     ArrayOfTaskInfoState(Box<Vec<TaskInfoState>>),
     ArrayOfTypeDescription(Box<Vec<AnyTypeDescription>>),
+    ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(Box<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>),
+    ArrayOfUsbScanCodeSpecKeyEvent(Box<Vec<UsbScanCodeSpecKeyEvent>>),
+    ArrayOfUserGroupProfile(Box<Vec<UserGroupProfile>>),
+    #[cfg(feature = "admin")] ArrayOfUserPrivilegeResult(Box<Vec<UserPrivilegeResult>>),
+    ArrayOfUserProfile(Box<Vec<UserProfile>>),
+    #[cfg(feature = "admin")] ArrayOfUserSearchResult(Box<Vec<AnyUserSearchResult>>),
+    ArrayOfUserSession(Box<Vec<UserSession>>),
+    ArrayOfVASAStorageArray(Box<Vec<VASAStorageArray>>),
+    ArrayOfVASAStorageArrayDiscoverySvcInfo(Box<Vec<VASAStorageArrayDiscoverySvcInfo>>),
+    ArrayOfVAppCloneSpecNetworkMappingPair(Box<Vec<VAppCloneSpecNetworkMappingPair>>),
+    ArrayOfVAppCloneSpecResourceMap(Box<Vec<VAppCloneSpecResourceMap>>),
+    ArrayOfVAppEntityConfigInfo(Box<Vec<VAppEntityConfigInfo>>),
+    ArrayOfVAppOvfSectionInfo(Box<Vec<VAppOvfSectionInfo>>),
+    ArrayOfVAppOvfSectionSpec(Box<Vec<VAppOvfSectionSpec>>),
+    ArrayOfVAppProductInfo(Box<Vec<VAppProductInfo>>),
+    ArrayOfVAppProductSpec(Box<Vec<VAppProductSpec>>),
+    ArrayOfVAppPropertyInfo(Box<Vec<VAppPropertyInfo>>),
+    ArrayOfVAppPropertySpec(Box<Vec<VAppPropertySpec>>),
+    ArrayOfVMwareDVSPvlanConfigSpec(Box<Vec<VMwareDVSPvlanConfigSpec>>),
+    ArrayOfVMwareDVSPvlanMapEntry(Box<Vec<VMwareDVSPvlanMapEntry>>),
+    ArrayOfVMwareDVSVspanConfigSpec(Box<Vec<VMwareDVSVspanConfigSpec>>),
+    #[cfg(feature = "admin")] ArrayOfVMwareDvsLacpGroupConfig(Box<Vec<VMwareDvsLacpGroupConfig>>),
+    #[cfg(feature = "admin")] ArrayOfVMwareDvsLacpGroupSpec(Box<Vec<VMwareDvsLacpGroupSpec>>),
+    ArrayOfVMwareVspanSession(Box<Vec<VMwareVspanSession>>),
+    ArrayOfVStorageObjectAssociations(Box<Vec<VStorageObjectAssociations>>),
+    ArrayOfVStorageObjectAssociationsVmDiskAssociations(Box<Vec<VStorageObjectAssociationsVmDiskAssociations>>),
+    ArrayOfVStorageObjectReconcileResultInvalidDiskPath(Box<Vec<VStorageObjectReconcileResultInvalidDiskPath>>),
+    ArrayOfVStorageObjectReconcileResultReconcileDetail(Box<Vec<VStorageObjectReconcileResultReconcileDetail>>),
+    ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(Box<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>),
+    ArrayOfVVolHostPE(Box<Vec<VVolHostPE>>),
+    ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>),
+    #[cfg(feature = "admin")] ArrayOfVchaNodeRuntimeInfo(Box<Vec<VchaNodeRuntimeInfo>>),
+    ArrayOfVimVasaProviderInfo(Box<Vec<VimVasaProviderInfo>>),
+    ArrayOfVimVasaProviderStatePerArray(Box<Vec<VimVasaProviderStatePerArray>>),
+    ArrayOfVirtualAppLinkInfo(Box<Vec<VirtualAppLinkInfo>>),
+    ArrayOfVirtualDevice(Box<Vec<AnyVirtualDevice>>),
+    ArrayOfVirtualDeviceBackingOption(Box<Vec<AnyVirtualDeviceBackingOption>>),
+    ArrayOfVirtualDeviceConfigSpec(Box<Vec<AnyVirtualDeviceConfigSpec>>),
+    ArrayOfVirtualDeviceOption(Box<Vec<AnyVirtualDeviceOption>>),
+    ArrayOfVirtualDisk(Box<Vec<VirtualDisk>>),
+    ArrayOfVirtualDiskDeltaDiskFormatsSupported(Box<Vec<VirtualDiskDeltaDiskFormatsSupported>>),
+    ArrayOfVirtualDiskId(Box<Vec<VirtualDiskId>>),
+    ArrayOfVirtualDiskRuleSpec(Box<Vec<VirtualDiskRuleSpec>>),
+    ArrayOfVirtualMachineBaseIndependentFilterSpec(Box<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -273,145 +367,9 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfCounterInfo(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfEntityMetricBase(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfInterval(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfMetricId(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfMetricSeries(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfMetricSeriesCSV(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfQuerySpec(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerfSampleInfo(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPerformanceManagerCounterLevelMapping(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPermission(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPermissionProfile(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNic(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicHintInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicIpHint(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicLinkInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicNameHint(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicProfile(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPlacementAffinityRule(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPlacementSpec(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPnicUplinkProfile(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPodDiskLocator(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPolicyOption(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPrivilegeAvailability(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProductComponentInfo(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileApplyProfileProperty(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDeferredPolicyOptionParameter(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDescriptionSection(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExecuteError(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpression(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpressionMetadata(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadata(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadataProfileOperationMessage(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadataProfileSortSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileParameterMetadata(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicyMetadata(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileProfileStructureProperty(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePropertyPath(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileUpdateFailedUpdateFailure(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertyChange(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertyFilterSpec(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertyFilterUpdate(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertySpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfRelation(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfReplicationInfoDiskSettings(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfRetrieveVStorageObjSpec(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfScheduledTaskDetail(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfScsiLun(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfScsiLunDescriptor(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfScsiLunDurableName(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSearchIndexFilter(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSearchIndexOptionalValue(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSearchIndexPredicate(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSearchIndexResourceItem(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSelectionSet(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSelectionSpec(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceConsolePortGroupProfile(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceLocator(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceManagerServiceInfo(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSoftwarePackage(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStaticRouteProfile(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsOptionSpec(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsPlacementRankVmSpec(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStoragePerformanceSummary(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageRequirement(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStructuredCustomizations(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSubnetInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSystemEventInfo(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTag(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTagId(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTagSpec(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTaskInfo(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTaskInfoState(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTypeDescription(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ArrayOfPerfCounterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPerfEntityMetricBase(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPerfInterval(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPerfMetricId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPerfMetricSeries(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPerfMetricSeriesCSV(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPerfQuerySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPerfSampleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPermission(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPermissionProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPhysicalNic(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPhysicalNicLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPhysicalNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPlacementAffinityRule(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPlacementSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPnicUplinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPodDiskLocator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProductComponentInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileApplyProfileProperty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfilePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileProfileStructureProperty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfilePropertyPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPropertyChange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPropertyFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPropertyFilterUpdate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPropertySpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfRelation(v) => std::fmt::Debug::fmt(&**v, f),
@@ -449,6 +407,50 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfTaskInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfTaskInfoState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfTypeDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfUserGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfUserProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfUserSession(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVASAStorageArray(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppCloneSpecResourceMap(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppEntityConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppOvfSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppOvfSectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppPropertyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVAppPropertySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVMwareDVSPvlanMapEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVMwareDVSVspanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVMwareVspanSession(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVStorageObjectAssociations(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVVolHostPE(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVimVasaProviderInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVimVasaProviderStatePerArray(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualAppLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualDeviceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualDeviceOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualDiskId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualDiskRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -462,50 +464,6 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ArrayOfPerfCounterInfo(_) => "ArrayOfPerfCounterInfo",
-            Object::ArrayOfPerfEntityMetricBase(_) => "ArrayOfPerfEntityMetricBase",
-            Object::ArrayOfPerfInterval(_) => "ArrayOfPerfInterval",
-            Object::ArrayOfPerfMetricId(_) => "ArrayOfPerfMetricId",
-            Object::ArrayOfPerfMetricSeries(_) => "ArrayOfPerfMetricSeries",
-            Object::ArrayOfPerfMetricSeriesCSV(_) => "ArrayOfPerfMetricSeriesCSV",
-            Object::ArrayOfPerfQuerySpec(_) => "ArrayOfPerfQuerySpec",
-            Object::ArrayOfPerfSampleInfo(_) => "ArrayOfPerfSampleInfo",
-            Object::ArrayOfPerformanceManagerCounterLevelMapping(_) => "ArrayOfPerformanceManagerCounterLevelMapping",
-            Object::ArrayOfPermission(_) => "ArrayOfPermission",
-            Object::ArrayOfPermissionProfile(_) => "ArrayOfPermissionProfile",
-            Object::ArrayOfPhysicalNic(_) => "ArrayOfPhysicalNic",
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(_) => "ArrayOfPhysicalNicConfig",
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(_) => "ArrayOfPhysicalNicHintInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(_) => "ArrayOfPhysicalNicIpHint",
-            Object::ArrayOfPhysicalNicLinkInfo(_) => "ArrayOfPhysicalNicLinkInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(_) => "ArrayOfPhysicalNicNameHint",
-            Object::ArrayOfPhysicalNicProfile(_) => "ArrayOfPhysicalNicProfile",
-            Object::ArrayOfPlacementAffinityRule(_) => "ArrayOfPlacementAffinityRule",
-            Object::ArrayOfPlacementSpec(_) => "ArrayOfPlacementSpec",
-            Object::ArrayOfPnicUplinkProfile(_) => "ArrayOfPnicUplinkProfile",
-            Object::ArrayOfPodDiskLocator(_) => "ArrayOfPodDiskLocator",
-            Object::ArrayOfPolicyOption(_) => "ArrayOfPolicyOption",
-            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(_) => "ArrayOfPrivilegeAvailability",
-            Object::ArrayOfProductComponentInfo(_) => "ArrayOfProductComponentInfo",
-            Object::ArrayOfProfileApplyProfileProperty(_) => "ArrayOfProfileApplyProfileProperty",
-            Object::ArrayOfProfileDeferredPolicyOptionParameter(_) => "ArrayOfProfileDeferredPolicyOptionParameter",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(_) => "ArrayOfProfileDescriptionSection",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(_) => "ArrayOfProfileExecuteError",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(_) => "ArrayOfProfileExpression",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(_) => "ArrayOfProfileExpressionMetadata",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(_) => "ArrayOfProfileMetadata",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(_) => "ArrayOfProfileMetadataProfileOperationMessage",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(_) => "ArrayOfProfileMetadataProfileSortSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(_) => "ArrayOfProfileParameterMetadata",
-            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(_) => "ArrayOfProfileParameterMetadataParameterRelationMetadata",
-            Object::ArrayOfProfilePolicy(_) => "ArrayOfProfilePolicy",
-            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(_) => "ArrayOfProfilePolicyMetadata",
-            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(_) => "ArrayOfProfilePolicyOptionMetadata",
-            Object::ArrayOfProfileProfileStructureProperty(_) => "ArrayOfProfileProfileStructureProperty",
-            Object::ArrayOfProfilePropertyPath(_) => "ArrayOfProfilePropertyPath",
-            Object::ArrayOfProfileUpdateFailedUpdateFailure(_) => "ArrayOfProfileUpdateFailedUpdateFailure",
-            Object::ArrayOfPropertyChange(_) => "ArrayOfPropertyChange",
-            Object::ArrayOfPropertyFilterSpec(_) => "ArrayOfPropertyFilterSpec",
             Object::ArrayOfPropertyFilterUpdate(_) => "ArrayOfPropertyFilterUpdate",
             Object::ArrayOfPropertySpec(_) => "ArrayOfPropertySpec",
             #[cfg(feature = "admin")] Object::ArrayOfRelation(_) => "ArrayOfRelation",
@@ -543,6 +501,50 @@ impl x::DataObject for Object {
             Object::ArrayOfTaskInfo(_) => "ArrayOfTaskInfo",
             Object::ArrayOfTaskInfoState(_) => "ArrayOfTaskInfoState",
             Object::ArrayOfTypeDescription(_) => "ArrayOfTypeDescription",
+            Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(_) => "ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo",
+            Object::ArrayOfUsbScanCodeSpecKeyEvent(_) => "ArrayOfUsbScanCodeSpecKeyEvent",
+            Object::ArrayOfUserGroupProfile(_) => "ArrayOfUserGroupProfile",
+            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(_) => "ArrayOfUserPrivilegeResult",
+            Object::ArrayOfUserProfile(_) => "ArrayOfUserProfile",
+            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(_) => "ArrayOfUserSearchResult",
+            Object::ArrayOfUserSession(_) => "ArrayOfUserSession",
+            Object::ArrayOfVASAStorageArray(_) => "ArrayOfVASAStorageArray",
+            Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(_) => "ArrayOfVASAStorageArrayDiscoverySvcInfo",
+            Object::ArrayOfVAppCloneSpecNetworkMappingPair(_) => "ArrayOfVAppCloneSpecNetworkMappingPair",
+            Object::ArrayOfVAppCloneSpecResourceMap(_) => "ArrayOfVAppCloneSpecResourceMap",
+            Object::ArrayOfVAppEntityConfigInfo(_) => "ArrayOfVAppEntityConfigInfo",
+            Object::ArrayOfVAppOvfSectionInfo(_) => "ArrayOfVAppOvfSectionInfo",
+            Object::ArrayOfVAppOvfSectionSpec(_) => "ArrayOfVAppOvfSectionSpec",
+            Object::ArrayOfVAppProductInfo(_) => "ArrayOfVAppProductInfo",
+            Object::ArrayOfVAppProductSpec(_) => "ArrayOfVAppProductSpec",
+            Object::ArrayOfVAppPropertyInfo(_) => "ArrayOfVAppPropertyInfo",
+            Object::ArrayOfVAppPropertySpec(_) => "ArrayOfVAppPropertySpec",
+            Object::ArrayOfVMwareDVSPvlanConfigSpec(_) => "ArrayOfVMwareDVSPvlanConfigSpec",
+            Object::ArrayOfVMwareDVSPvlanMapEntry(_) => "ArrayOfVMwareDVSPvlanMapEntry",
+            Object::ArrayOfVMwareDVSVspanConfigSpec(_) => "ArrayOfVMwareDVSVspanConfigSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(_) => "ArrayOfVMwareDvsLacpGroupConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(_) => "ArrayOfVMwareDvsLacpGroupSpec",
+            Object::ArrayOfVMwareVspanSession(_) => "ArrayOfVMwareVspanSession",
+            Object::ArrayOfVStorageObjectAssociations(_) => "ArrayOfVStorageObjectAssociations",
+            Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(_) => "ArrayOfVStorageObjectAssociationsVmDiskAssociations",
+            Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(_) => "ArrayOfVStorageObjectReconcileResultInvalidDiskPath",
+            Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(_) => "ArrayOfVStorageObjectReconcileResultReconcileDetail",
+            Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(_) => "ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot",
+            Object::ArrayOfVVolHostPE(_) => "ArrayOfVVolHostPE",
+            Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(_) => "ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(_) => "ArrayOfVchaNodeRuntimeInfo",
+            Object::ArrayOfVimVasaProviderInfo(_) => "ArrayOfVimVasaProviderInfo",
+            Object::ArrayOfVimVasaProviderStatePerArray(_) => "ArrayOfVimVasaProviderStatePerArray",
+            Object::ArrayOfVirtualAppLinkInfo(_) => "ArrayOfVirtualAppLinkInfo",
+            Object::ArrayOfVirtualDevice(_) => "ArrayOfVirtualDevice",
+            Object::ArrayOfVirtualDeviceBackingOption(_) => "ArrayOfVirtualDeviceBackingOption",
+            Object::ArrayOfVirtualDeviceConfigSpec(_) => "ArrayOfVirtualDeviceConfigSpec",
+            Object::ArrayOfVirtualDeviceOption(_) => "ArrayOfVirtualDeviceOption",
+            Object::ArrayOfVirtualDisk(_) => "ArrayOfVirtualDisk",
+            Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(_) => "ArrayOfVirtualDiskDeltaDiskFormatsSupported",
+            Object::ArrayOfVirtualDiskId(_) => "ArrayOfVirtualDiskId",
+            Object::ArrayOfVirtualDiskRuleSpec(_) => "ArrayOfVirtualDiskRuleSpec",
+            Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(_) => "ArrayOfVirtualMachineBaseIndependentFilterSpec",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -562,50 +564,6 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ArrayOfPerfCounterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPerfEntityMetricBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPerfInterval(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPerfMetricId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPerfMetricSeries(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPerfMetricSeriesCSV(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPerfQuerySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPerfSampleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPermission(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPermissionProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPhysicalNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPhysicalNicLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPhysicalNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPlacementAffinityRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPlacementSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPnicUplinkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPodDiskLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProductComponentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileApplyProfileProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfilePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileProfileStructureProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfilePropertyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPropertyChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPropertyFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPropertyFilterUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPropertySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfRelation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -643,714 +601,54 @@ impl x::DataObject for Object {
             Object::ArrayOfTaskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfTaskInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfTypeDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfUserGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfUserProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfUserSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVASAStorageArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppCloneSpecResourceMap(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppEntityConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppOvfSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppOvfSectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppPropertyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVAppPropertySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVMwareDVSPvlanMapEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVMwareDVSVspanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVMwareVspanSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVStorageObjectAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVVolHostPE(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVimVasaProviderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVimVasaProviderStatePerArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualAppLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualDeviceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualDeviceOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualDiskId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualDiskRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectArrayItem for PerfCounterInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PerfCounterInfo>>) -> Object {
-        Object::ArrayOfPerfCounterInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PerfCounterInfo>> {
-        match object { Object::ArrayOfPerfCounterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PerfCounterInfo>>, Object> {
-        match object { Object::ArrayOfPerfCounterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyPerfEntityMetricBase {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyPerfEntityMetricBase>>) -> Object {
-        Object::ArrayOfPerfEntityMetricBase(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyPerfEntityMetricBase>> {
-        match object { Object::ArrayOfPerfEntityMetricBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyPerfEntityMetricBase>>, Object> {
-        match object { Object::ArrayOfPerfEntityMetricBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PerfInterval {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PerfInterval>>) -> Object {
-        Object::ArrayOfPerfInterval(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PerfInterval>> {
-        match object { Object::ArrayOfPerfInterval(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PerfInterval>>, Object> {
-        match object { Object::ArrayOfPerfInterval(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PerfMetricId {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PerfMetricId>>) -> Object {
-        Object::ArrayOfPerfMetricId(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PerfMetricId>> {
-        match object { Object::ArrayOfPerfMetricId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PerfMetricId>>, Object> {
-        match object { Object::ArrayOfPerfMetricId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyPerfMetricSeries {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyPerfMetricSeries>>) -> Object {
-        Object::ArrayOfPerfMetricSeries(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyPerfMetricSeries>> {
-        match object { Object::ArrayOfPerfMetricSeries(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyPerfMetricSeries>>, Object> {
-        match object { Object::ArrayOfPerfMetricSeries(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PerfMetricSeriesCSV {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PerfMetricSeriesCSV>>) -> Object {
-        Object::ArrayOfPerfMetricSeriesCSV(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PerfMetricSeriesCSV>> {
-        match object { Object::ArrayOfPerfMetricSeriesCSV(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PerfMetricSeriesCSV>>, Object> {
-        match object { Object::ArrayOfPerfMetricSeriesCSV(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PerfQuerySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PerfQuerySpec>>) -> Object {
-        Object::ArrayOfPerfQuerySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PerfQuerySpec>> {
-        match object { Object::ArrayOfPerfQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PerfQuerySpec>>, Object> {
-        match object { Object::ArrayOfPerfQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PerfSampleInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PerfSampleInfo>>) -> Object {
-        Object::ArrayOfPerfSampleInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PerfSampleInfo>> {
-        match object { Object::ArrayOfPerfSampleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PerfSampleInfo>>, Object> {
-        match object { Object::ArrayOfPerfSampleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PerformanceManagerCounterLevelMapping {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PerformanceManagerCounterLevelMapping>>) -> Object {
-        Object::ArrayOfPerformanceManagerCounterLevelMapping(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PerformanceManagerCounterLevelMapping>> {
-        match object { Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PerformanceManagerCounterLevelMapping>>, Object> {
-        match object { Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for Permission {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<Permission>>) -> Object {
-        Object::ArrayOfPermission(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<Permission>> {
-        match object { Object::ArrayOfPermission(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<Permission>>, Object> {
-        match object { Object::ArrayOfPermission(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PermissionProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PermissionProfile>>) -> Object {
-        Object::ArrayOfPermissionProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PermissionProfile>> {
-        match object { Object::ArrayOfPermissionProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PermissionProfile>>, Object> {
-        match object { Object::ArrayOfPermissionProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PhysicalNic {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PhysicalNic>>) -> Object {
-        Object::ArrayOfPhysicalNic(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNic>> {
-        match object { Object::ArrayOfPhysicalNic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNic>>, Object> {
-        match object { Object::ArrayOfPhysicalNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PhysicalNicConfig>>) -> Object {
-        Object::ArrayOfPhysicalNicConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicConfig>> {
-        match object { Object::ArrayOfPhysicalNicConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicConfig>>, Object> {
-        match object { Object::ArrayOfPhysicalNicConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicHintInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PhysicalNicHintInfo>>) -> Object {
-        Object::ArrayOfPhysicalNicHintInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicHintInfo>> {
-        match object { Object::ArrayOfPhysicalNicHintInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicHintInfo>>, Object> {
-        match object { Object::ArrayOfPhysicalNicHintInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicIpHint {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PhysicalNicIpHint>>) -> Object {
-        Object::ArrayOfPhysicalNicIpHint(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicIpHint>> {
-        match object { Object::ArrayOfPhysicalNicIpHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicIpHint>>, Object> {
-        match object { Object::ArrayOfPhysicalNicIpHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PhysicalNicLinkInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PhysicalNicLinkInfo>>) -> Object {
-        Object::ArrayOfPhysicalNicLinkInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicLinkInfo>> {
-        match object { Object::ArrayOfPhysicalNicLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicLinkInfo>>, Object> {
-        match object { Object::ArrayOfPhysicalNicLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicNameHint {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PhysicalNicNameHint>>) -> Object {
-        Object::ArrayOfPhysicalNicNameHint(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicNameHint>> {
-        match object { Object::ArrayOfPhysicalNicNameHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicNameHint>>, Object> {
-        match object { Object::ArrayOfPhysicalNicNameHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PhysicalNicProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PhysicalNicProfile>>) -> Object {
-        Object::ArrayOfPhysicalNicProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicProfile>> {
-        match object { Object::ArrayOfPhysicalNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicProfile>>, Object> {
-        match object { Object::ArrayOfPhysicalNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PlacementAffinityRule {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PlacementAffinityRule>>) -> Object {
-        Object::ArrayOfPlacementAffinityRule(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PlacementAffinityRule>> {
-        match object { Object::ArrayOfPlacementAffinityRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PlacementAffinityRule>>, Object> {
-        match object { Object::ArrayOfPlacementAffinityRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PlacementSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PlacementSpec>>) -> Object {
-        Object::ArrayOfPlacementSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PlacementSpec>> {
-        match object { Object::ArrayOfPlacementSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PlacementSpec>>, Object> {
-        match object { Object::ArrayOfPlacementSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PnicUplinkProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PnicUplinkProfile>>) -> Object {
-        Object::ArrayOfPnicUplinkProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PnicUplinkProfile>> {
-        match object { Object::ArrayOfPnicUplinkProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PnicUplinkProfile>>, Object> {
-        match object { Object::ArrayOfPnicUplinkProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PodDiskLocator {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PodDiskLocator>>) -> Object {
-        Object::ArrayOfPodDiskLocator(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PodDiskLocator>> {
-        match object { Object::ArrayOfPodDiskLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PodDiskLocator>>, Object> {
-        match object { Object::ArrayOfPodDiskLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyPolicyOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyPolicyOption>>) -> Object {
-        Object::ArrayOfPolicyOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyPolicyOption>> {
-        match object { Object::ArrayOfPolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyPolicyOption>>, Object> {
-        match object { Object::ArrayOfPolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for PrivilegeAvailability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PrivilegeAvailability>>) -> Object {
-        Object::ArrayOfPrivilegeAvailability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PrivilegeAvailability>> {
-        match object { Object::ArrayOfPrivilegeAvailability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PrivilegeAvailability>>, Object> {
-        match object { Object::ArrayOfPrivilegeAvailability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ProductComponentInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProductComponentInfo>>) -> Object {
-        Object::ArrayOfProductComponentInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProductComponentInfo>> {
-        match object { Object::ArrayOfProductComponentInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProductComponentInfo>>, Object> {
-        match object { Object::ArrayOfProductComponentInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ProfileApplyProfileProperty {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileApplyProfileProperty>>) -> Object {
-        Object::ArrayOfProfileApplyProfileProperty(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileApplyProfileProperty>> {
-        match object { Object::ArrayOfProfileApplyProfileProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileApplyProfileProperty>>, Object> {
-        match object { Object::ArrayOfProfileApplyProfileProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ProfileDeferredPolicyOptionParameter {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileDeferredPolicyOptionParameter>>) -> Object {
-        Object::ArrayOfProfileDeferredPolicyOptionParameter(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileDeferredPolicyOptionParameter>> {
-        match object { Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileDeferredPolicyOptionParameter>>, Object> {
-        match object { Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileDescriptionSection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileDescriptionSection>>) -> Object {
-        Object::ArrayOfProfileDescriptionSection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileDescriptionSection>> {
-        match object { Object::ArrayOfProfileDescriptionSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileDescriptionSection>>, Object> {
-        match object { Object::ArrayOfProfileDescriptionSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileExecuteError {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileExecuteError>>) -> Object {
-        Object::ArrayOfProfileExecuteError(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileExecuteError>> {
-        match object { Object::ArrayOfProfileExecuteError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileExecuteError>>, Object> {
-        match object { Object::ArrayOfProfileExecuteError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyProfileExpression {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyProfileExpression>>) -> Object {
-        Object::ArrayOfProfileExpression(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyProfileExpression>> {
-        match object { Object::ArrayOfProfileExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyProfileExpression>>, Object> {
-        match object { Object::ArrayOfProfileExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileExpressionMetadata {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileExpressionMetadata>>) -> Object {
-        Object::ArrayOfProfileExpressionMetadata(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileExpressionMetadata>> {
-        match object { Object::ArrayOfProfileExpressionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileExpressionMetadata>>, Object> {
-        match object { Object::ArrayOfProfileExpressionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadata {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileMetadata>>) -> Object {
-        Object::ArrayOfProfileMetadata(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadata>> {
-        match object { Object::ArrayOfProfileMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadata>>, Object> {
-        match object { Object::ArrayOfProfileMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadataProfileOperationMessage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileMetadataProfileOperationMessage>>) -> Object {
-        Object::ArrayOfProfileMetadataProfileOperationMessage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadataProfileOperationMessage>> {
-        match object { Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadataProfileOperationMessage>>, Object> {
-        match object { Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadataProfileSortSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileMetadataProfileSortSpec>>) -> Object {
-        Object::ArrayOfProfileMetadataProfileSortSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadataProfileSortSpec>> {
-        match object { Object::ArrayOfProfileMetadataProfileSortSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadataProfileSortSpec>>, Object> {
-        match object { Object::ArrayOfProfileMetadataProfileSortSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileParameterMetadata {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileParameterMetadata>>) -> Object {
-        Object::ArrayOfProfileParameterMetadata(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileParameterMetadata>> {
-        match object { Object::ArrayOfProfileParameterMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileParameterMetadata>>, Object> {
-        match object { Object::ArrayOfProfileParameterMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileParameterMetadataParameterRelationMetadata {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>) -> Object {
-        Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileParameterMetadataParameterRelationMetadata>> {
-        match object { Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>, Object> {
-        match object { Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ProfilePolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfilePolicy>>) -> Object {
-        Object::ArrayOfProfilePolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfilePolicy>> {
-        match object { Object::ArrayOfProfilePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfilePolicy>>, Object> {
-        match object { Object::ArrayOfProfilePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfilePolicyMetadata {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfilePolicyMetadata>>) -> Object {
-        Object::ArrayOfProfilePolicyMetadata(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfilePolicyMetadata>> {
-        match object { Object::ArrayOfProfilePolicyMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfilePolicyMetadata>>, Object> {
-        match object { Object::ArrayOfProfilePolicyMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyProfilePolicyOptionMetadata {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyProfilePolicyOptionMetadata>>) -> Object {
-        Object::ArrayOfProfilePolicyOptionMetadata(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyProfilePolicyOptionMetadata>> {
-        match object { Object::ArrayOfProfilePolicyOptionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyProfilePolicyOptionMetadata>>, Object> {
-        match object { Object::ArrayOfProfilePolicyOptionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ProfileProfileStructureProperty {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileProfileStructureProperty>>) -> Object {
-        Object::ArrayOfProfileProfileStructureProperty(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileProfileStructureProperty>> {
-        match object { Object::ArrayOfProfileProfileStructureProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileProfileStructureProperty>>, Object> {
-        match object { Object::ArrayOfProfileProfileStructureProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ProfilePropertyPath {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfilePropertyPath>>) -> Object {
-        Object::ArrayOfProfilePropertyPath(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfilePropertyPath>> {
-        match object { Object::ArrayOfProfilePropertyPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfilePropertyPath>>, Object> {
-        match object { Object::ArrayOfProfilePropertyPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for ProfileUpdateFailedUpdateFailure {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<ProfileUpdateFailedUpdateFailure>>) -> Object {
-        Object::ArrayOfProfileUpdateFailedUpdateFailure(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<ProfileUpdateFailedUpdateFailure>> {
-        match object { Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<ProfileUpdateFailedUpdateFailure>>, Object> {
-        match object { Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PropertyChange {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PropertyChange>>) -> Object {
-        Object::ArrayOfPropertyChange(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PropertyChange>> {
-        match object { Object::ArrayOfPropertyChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PropertyChange>>, Object> {
-        match object { Object::ArrayOfPropertyChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for PropertyFilterSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<PropertyFilterSpec>>) -> Object {
-        Object::ArrayOfPropertyFilterSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<PropertyFilterSpec>> {
-        match object { Object::ArrayOfPropertyFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<PropertyFilterSpec>>, Object> {
-        match object { Object::ArrayOfPropertyFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectArrayItem for PropertyFilterUpdate {
     type Object = Object;
@@ -1941,5 +1239,709 @@ impl x::ObjectArrayItem for AnyTypeDescription {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyTypeDescription>>, Object> {
         match object { Object::ArrayOfTypeDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for UpdateVirtualMachineFilesResultFailedVmFileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>) -> Object {
+        Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>> {
+        match object { Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>, Object> {
+        match object { Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for UsbScanCodeSpecKeyEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<UsbScanCodeSpecKeyEvent>>) -> Object {
+        Object::ArrayOfUsbScanCodeSpecKeyEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<UsbScanCodeSpecKeyEvent>> {
+        match object { Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<UsbScanCodeSpecKeyEvent>>, Object> {
+        match object { Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for UserGroupProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<UserGroupProfile>>) -> Object {
+        Object::ArrayOfUserGroupProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<UserGroupProfile>> {
+        match object { Object::ArrayOfUserGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<UserGroupProfile>>, Object> {
+        match object { Object::ArrayOfUserGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for UserPrivilegeResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<UserPrivilegeResult>>) -> Object {
+        Object::ArrayOfUserPrivilegeResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<UserPrivilegeResult>> {
+        match object { Object::ArrayOfUserPrivilegeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<UserPrivilegeResult>>, Object> {
+        match object { Object::ArrayOfUserPrivilegeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for UserProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<UserProfile>>) -> Object {
+        Object::ArrayOfUserProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<UserProfile>> {
+        match object { Object::ArrayOfUserProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<UserProfile>>, Object> {
+        match object { Object::ArrayOfUserProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyUserSearchResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyUserSearchResult>>) -> Object {
+        Object::ArrayOfUserSearchResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyUserSearchResult>> {
+        match object { Object::ArrayOfUserSearchResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyUserSearchResult>>, Object> {
+        match object { Object::ArrayOfUserSearchResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for UserSession {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<UserSession>>) -> Object {
+        Object::ArrayOfUserSession(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<UserSession>> {
+        match object { Object::ArrayOfUserSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<UserSession>>, Object> {
+        match object { Object::ArrayOfUserSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VASAStorageArray {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VASAStorageArray>>) -> Object {
+        Object::ArrayOfVASAStorageArray(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VASAStorageArray>> {
+        match object { Object::ArrayOfVASAStorageArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VASAStorageArray>>, Object> {
+        match object { Object::ArrayOfVASAStorageArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VASAStorageArrayDiscoverySvcInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VASAStorageArrayDiscoverySvcInfo>>) -> Object {
+        Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VASAStorageArrayDiscoverySvcInfo>> {
+        match object { Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VASAStorageArrayDiscoverySvcInfo>>, Object> {
+        match object { Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppCloneSpecNetworkMappingPair {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppCloneSpecNetworkMappingPair>>) -> Object {
+        Object::ArrayOfVAppCloneSpecNetworkMappingPair(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppCloneSpecNetworkMappingPair>> {
+        match object { Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppCloneSpecNetworkMappingPair>>, Object> {
+        match object { Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppCloneSpecResourceMap {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppCloneSpecResourceMap>>) -> Object {
+        Object::ArrayOfVAppCloneSpecResourceMap(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppCloneSpecResourceMap>> {
+        match object { Object::ArrayOfVAppCloneSpecResourceMap(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppCloneSpecResourceMap>>, Object> {
+        match object { Object::ArrayOfVAppCloneSpecResourceMap(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppEntityConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppEntityConfigInfo>>) -> Object {
+        Object::ArrayOfVAppEntityConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppEntityConfigInfo>> {
+        match object { Object::ArrayOfVAppEntityConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppEntityConfigInfo>>, Object> {
+        match object { Object::ArrayOfVAppEntityConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppOvfSectionInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppOvfSectionInfo>>) -> Object {
+        Object::ArrayOfVAppOvfSectionInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppOvfSectionInfo>> {
+        match object { Object::ArrayOfVAppOvfSectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppOvfSectionInfo>>, Object> {
+        match object { Object::ArrayOfVAppOvfSectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppOvfSectionSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppOvfSectionSpec>>) -> Object {
+        Object::ArrayOfVAppOvfSectionSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppOvfSectionSpec>> {
+        match object { Object::ArrayOfVAppOvfSectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppOvfSectionSpec>>, Object> {
+        match object { Object::ArrayOfVAppOvfSectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppProductInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppProductInfo>>) -> Object {
+        Object::ArrayOfVAppProductInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppProductInfo>> {
+        match object { Object::ArrayOfVAppProductInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppProductInfo>>, Object> {
+        match object { Object::ArrayOfVAppProductInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppProductSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppProductSpec>>) -> Object {
+        Object::ArrayOfVAppProductSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppProductSpec>> {
+        match object { Object::ArrayOfVAppProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppProductSpec>>, Object> {
+        match object { Object::ArrayOfVAppProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppPropertyInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppPropertyInfo>>) -> Object {
+        Object::ArrayOfVAppPropertyInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppPropertyInfo>> {
+        match object { Object::ArrayOfVAppPropertyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppPropertyInfo>>, Object> {
+        match object { Object::ArrayOfVAppPropertyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VAppPropertySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VAppPropertySpec>>) -> Object {
+        Object::ArrayOfVAppPropertySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VAppPropertySpec>> {
+        match object { Object::ArrayOfVAppPropertySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VAppPropertySpec>>, Object> {
+        match object { Object::ArrayOfVAppPropertySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VMwareDVSPvlanConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VMwareDVSPvlanConfigSpec>>) -> Object {
+        Object::ArrayOfVMwareDVSPvlanConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSPvlanConfigSpec>> {
+        match object { Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSPvlanConfigSpec>>, Object> {
+        match object { Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VMwareDVSPvlanMapEntry {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VMwareDVSPvlanMapEntry>>) -> Object {
+        Object::ArrayOfVMwareDVSPvlanMapEntry(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSPvlanMapEntry>> {
+        match object { Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSPvlanMapEntry>>, Object> {
+        match object { Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VMwareDVSVspanConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VMwareDVSVspanConfigSpec>>) -> Object {
+        Object::ArrayOfVMwareDVSVspanConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSVspanConfigSpec>> {
+        match object { Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSVspanConfigSpec>>, Object> {
+        match object { Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VMwareDvsLacpGroupConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VMwareDvsLacpGroupConfig>>) -> Object {
+        Object::ArrayOfVMwareDvsLacpGroupConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VMwareDvsLacpGroupConfig>> {
+        match object { Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VMwareDvsLacpGroupConfig>>, Object> {
+        match object { Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VMwareDvsLacpGroupSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VMwareDvsLacpGroupSpec>>) -> Object {
+        Object::ArrayOfVMwareDvsLacpGroupSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VMwareDvsLacpGroupSpec>> {
+        match object { Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VMwareDvsLacpGroupSpec>>, Object> {
+        match object { Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VMwareVspanSession {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VMwareVspanSession>>) -> Object {
+        Object::ArrayOfVMwareVspanSession(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VMwareVspanSession>> {
+        match object { Object::ArrayOfVMwareVspanSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VMwareVspanSession>>, Object> {
+        match object { Object::ArrayOfVMwareVspanSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VStorageObjectAssociations {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VStorageObjectAssociations>>) -> Object {
+        Object::ArrayOfVStorageObjectAssociations(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectAssociations>> {
+        match object { Object::ArrayOfVStorageObjectAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectAssociations>>, Object> {
+        match object { Object::ArrayOfVStorageObjectAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VStorageObjectAssociationsVmDiskAssociations {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VStorageObjectAssociationsVmDiskAssociations>>) -> Object {
+        Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectAssociationsVmDiskAssociations>> {
+        match object { Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectAssociationsVmDiskAssociations>>, Object> {
+        match object { Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VStorageObjectReconcileResultInvalidDiskPath {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VStorageObjectReconcileResultInvalidDiskPath>>) -> Object {
+        Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectReconcileResultInvalidDiskPath>> {
+        match object { Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectReconcileResultInvalidDiskPath>>, Object> {
+        match object { Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VStorageObjectReconcileResultReconcileDetail {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VStorageObjectReconcileResultReconcileDetail>>) -> Object {
+        Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectReconcileResultReconcileDetail>> {
+        match object { Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectReconcileResultReconcileDetail>>, Object> {
+        match object { Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>) -> Object {
+        Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>> {
+        match object { Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>, Object> {
+        match object { Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VVolHostPE {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VVolHostPE>>) -> Object {
+        Object::ArrayOfVVolHostPE(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VVolHostPE>> {
+        match object { Object::ArrayOfVVolHostPE(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VVolHostPE>>, Object> {
+        match object { Object::ArrayOfVVolHostPE(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>) -> Object {
+        Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>> {
+        match object { Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>, Object> {
+        match object { Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VchaNodeRuntimeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VchaNodeRuntimeInfo>>) -> Object {
+        Object::ArrayOfVchaNodeRuntimeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VchaNodeRuntimeInfo>> {
+        match object { Object::ArrayOfVchaNodeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VchaNodeRuntimeInfo>>, Object> {
+        match object { Object::ArrayOfVchaNodeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VimVasaProviderInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VimVasaProviderInfo>>) -> Object {
+        Object::ArrayOfVimVasaProviderInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VimVasaProviderInfo>> {
+        match object { Object::ArrayOfVimVasaProviderInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VimVasaProviderInfo>>, Object> {
+        match object { Object::ArrayOfVimVasaProviderInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VimVasaProviderStatePerArray {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VimVasaProviderStatePerArray>>) -> Object {
+        Object::ArrayOfVimVasaProviderStatePerArray(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VimVasaProviderStatePerArray>> {
+        match object { Object::ArrayOfVimVasaProviderStatePerArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VimVasaProviderStatePerArray>>, Object> {
+        match object { Object::ArrayOfVimVasaProviderStatePerArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualAppLinkInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualAppLinkInfo>>) -> Object {
+        Object::ArrayOfVirtualAppLinkInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualAppLinkInfo>> {
+        match object { Object::ArrayOfVirtualAppLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualAppLinkInfo>>, Object> {
+        match object { Object::ArrayOfVirtualAppLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyVirtualDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVirtualDevice>>) -> Object {
+        Object::ArrayOfVirtualDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDevice>> {
+        match object { Object::ArrayOfVirtualDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDevice>>, Object> {
+        match object { Object::ArrayOfVirtualDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyVirtualDeviceBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVirtualDeviceBackingOption>>) -> Object {
+        Object::ArrayOfVirtualDeviceBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceBackingOption>> {
+        match object { Object::ArrayOfVirtualDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceBackingOption>>, Object> {
+        match object { Object::ArrayOfVirtualDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyVirtualDeviceConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVirtualDeviceConfigSpec>>) -> Object {
+        Object::ArrayOfVirtualDeviceConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceConfigSpec>> {
+        match object { Object::ArrayOfVirtualDeviceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceConfigSpec>>, Object> {
+        match object { Object::ArrayOfVirtualDeviceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyVirtualDeviceOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVirtualDeviceOption>>) -> Object {
+        Object::ArrayOfVirtualDeviceOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceOption>> {
+        match object { Object::ArrayOfVirtualDeviceOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceOption>>, Object> {
+        match object { Object::ArrayOfVirtualDeviceOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualDisk {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualDisk>>) -> Object {
+        Object::ArrayOfVirtualDisk(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualDisk>> {
+        match object { Object::ArrayOfVirtualDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualDisk>>, Object> {
+        match object { Object::ArrayOfVirtualDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualDiskDeltaDiskFormatsSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualDiskDeltaDiskFormatsSupported>>) -> Object {
+        Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskDeltaDiskFormatsSupported>> {
+        match object { Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskDeltaDiskFormatsSupported>>, Object> {
+        match object { Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualDiskId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualDiskId>>) -> Object {
+        Object::ArrayOfVirtualDiskId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskId>> {
+        match object { Object::ArrayOfVirtualDiskId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskId>>, Object> {
+        match object { Object::ArrayOfVirtualDiskId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualDiskRuleSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualDiskRuleSpec>>) -> Object {
+        Object::ArrayOfVirtualDiskRuleSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskRuleSpec>> {
+        match object { Object::ArrayOfVirtualDiskRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskRuleSpec>>, Object> {
+        match object { Object::ArrayOfVirtualDiskRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyVirtualMachineBaseIndependentFilterSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>) -> Object {
+        Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachineBaseIndependentFilterSpec>> {
+        match object { Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>, Object> {
+        match object { Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,136 +6,90 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::array(x::Name(0x461a36), 0), // ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo
-        x::TypeEntry::primitive_array(x::Name(0x46510a), 1), // ArrayOfUri
-        x::TypeEntry::array(x::Name(0x465c1e), 2), // ArrayOfUsbScanCodeSpecKeyEvent
-        x::TypeEntry::array(x::Name(0x467b17), 3), // ArrayOfUserGroupProfile
-        x::TypeEntry::array(x::Name(0x46931a), 4), // ArrayOfUserPrivilegeResult
-        x::TypeEntry::array(x::Name(0x46ae12), 5), // ArrayOfUserProfile
-        x::TypeEntry::array(x::Name(0x46c117), 6), // ArrayOfUserSearchResult
-        x::TypeEntry::array(x::Name(0x46d912), 7), // ArrayOfUserSession
-        x::TypeEntry::array(x::Name(0x46ec17), 8), // ArrayOfVASAStorageArray
-        x::TypeEntry::array(x::Name(0x470427), 9), // ArrayOfVASAStorageArrayDiscoverySvcInfo
-        x::TypeEntry::array(x::Name(0x472c26), 10), // ArrayOfVAppCloneSpecNetworkMappingPair
-        x::TypeEntry::array(x::Name(0x47531f), 11), // ArrayOfVAppCloneSpecResourceMap
-        x::TypeEntry::array(x::Name(0x47731b), 12), // ArrayOfVAppEntityConfigInfo
-        x::TypeEntry::array(x::Name(0x478f19), 13), // ArrayOfVAppOvfSectionInfo
-        x::TypeEntry::array(x::Name(0x47a919), 14), // ArrayOfVAppOvfSectionSpec
-        x::TypeEntry::array(x::Name(0x47c316), 15), // ArrayOfVAppProductInfo
-        x::TypeEntry::array(x::Name(0x47da16), 16), // ArrayOfVAppProductSpec
-        x::TypeEntry::array(x::Name(0x47f117), 17), // ArrayOfVAppPropertyInfo
-        x::TypeEntry::array(x::Name(0x480917), 18), // ArrayOfVAppPropertySpec
-        x::TypeEntry::array(x::Name(0x48211f), 19), // ArrayOfVMwareDVSPvlanConfigSpec
-        x::TypeEntry::array(x::Name(0x48411d), 20), // ArrayOfVMwareDVSPvlanMapEntry
-        x::TypeEntry::array(x::Name(0x485f1f), 21), // ArrayOfVMwareDVSVspanConfigSpec
-        x::TypeEntry::array(x::Name(0x487f1f), 22), // ArrayOfVMwareDvsLacpGroupConfig
-        x::TypeEntry::array(x::Name(0x489f1d), 23), // ArrayOfVMwareDvsLacpGroupSpec
-        x::TypeEntry::array(x::Name(0x48bd19), 24), // ArrayOfVMwareVspanSession
-        x::TypeEntry::array(x::Name(0x48d721), 25), // ArrayOfVStorageObjectAssociations
-        x::TypeEntry::array(x::Name(0x48f933), 26), // ArrayOfVStorageObjectAssociationsVmDiskAssociations
-        x::TypeEntry::array(x::Name(0x492d33), 27), // ArrayOfVStorageObjectReconcileResultInvalidDiskPath
-        x::TypeEntry::array(x::Name(0x496133), 28), // ArrayOfVStorageObjectReconcileResultReconcileDetail
-        x::TypeEntry::array(x::Name(0x499537), 29), // ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::TypeEntry::array(x::Name(0x49cd11), 30), // ArrayOfVVolHostPE
-        x::TypeEntry::array(x::Name(0x49df39), 31), // ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::TypeEntry::array(x::Name(0x4a191a), 32), // ArrayOfVchaNodeRuntimeInfo
-        x::TypeEntry::array(x::Name(0x4a341a), 33), // ArrayOfVimVasaProviderInfo
-        x::TypeEntry::array(x::Name(0x4a4f23), 34), // ArrayOfVimVasaProviderStatePerArray
-        x::TypeEntry::array(x::Name(0x4a7319), 35), // ArrayOfVirtualAppLinkInfo
-        x::TypeEntry::array(x::Name(0x4a8d14), 36), // ArrayOfVirtualDevice
-        x::TypeEntry::array(x::Name(0x4aa221), 37), // ArrayOfVirtualDeviceBackingOption
-        x::TypeEntry::array(x::Name(0x4ac41e), 38), // ArrayOfVirtualDeviceConfigSpec
-        x::TypeEntry::array(x::Name(0x4ae31a), 39), // ArrayOfVirtualDeviceOption
-        x::TypeEntry::array(x::Name(0x4afe12), 40), // ArrayOfVirtualDisk
-        x::TypeEntry::array(x::Name(0x4b112b), 41), // ArrayOfVirtualDiskDeltaDiskFormatsSupported
-        x::TypeEntry::array(x::Name(0x4b3d14), 42), // ArrayOfVirtualDiskId
-        x::TypeEntry::array(x::Name(0x4b521a), 43), // ArrayOfVirtualDiskRuleSpec
-        x::TypeEntry::array(x::Name(0x4b6d2e), 44), // ArrayOfVirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::array(x::Name(0x4b9c2e), 45), // ArrayOfVirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::array(x::Name(0x4bcb1e), 46), // ArrayOfVirtualMachineCdromInfo
-        x::TypeEntry::array(x::Name(0x4bea23), 47), // ArrayOfVirtualMachineCertThumbprint
-        x::TypeEntry::array(x::Name(0x4c0e2f), 48), // ArrayOfVirtualMachineConfigInfoDatastoreUrlPair
-        x::TypeEntry::array(x::Name(0x4c3e2b), 49), // ArrayOfVirtualMachineConfigOptionDescriptor
-        x::TypeEntry::array(x::Name(0x4c6a1f), 50), // ArrayOfVirtualMachineConfigSpec
-        x::TypeEntry::array(x::Name(0x4c8a1f), 51), // ArrayOfVirtualMachineConnection
-        x::TypeEntry::array(x::Name(0x4caa22), 52), // ArrayOfVirtualMachineCpuIdInfoSpec
-        x::TypeEntry::array(x::Name(0x4ccd22), 53), // ArrayOfVirtualMachineDatastoreInfo
-        x::TypeEntry::array(x::Name(0x4cf02a), 54), // ArrayOfVirtualMachineDatastoreVolumeOption
-        x::TypeEntry::array(x::Name(0x4d1b26), 55), // ArrayOfVirtualMachineDeviceRuntimeInfo
-        x::TypeEntry::array(x::Name(0x4d4224), 56), // ArrayOfVirtualMachineDisplayTopology
-        x::TypeEntry::array(x::Name(0x4d6721), 57), // ArrayOfVirtualMachineDvxClassInfo
-        x::TypeEntry::array(x::Name(0x4d892b), 58), // ArrayOfVirtualMachineDynamicPassthroughInfo
-        x::TypeEntry::array(x::Name(0x4db527), 59), // ArrayOfVirtualMachineFeatureRequirement
-        x::TypeEntry::array(x::Name(0x4ddd29), 60), // ArrayOfVirtualMachineFileLayoutDiskLayout
-        x::TypeEntry::array(x::Name(0x4e072b), 61), // ArrayOfVirtualMachineFileLayoutExDiskLayout
-        x::TypeEntry::array(x::Name(0x4e3329), 62), // ArrayOfVirtualMachineFileLayoutExDiskUnit
-        x::TypeEntry::array(x::Name(0x4e5d29), 63), // ArrayOfVirtualMachineFileLayoutExFileInfo
-        x::TypeEntry::array(x::Name(0x4e872f), 64), // ArrayOfVirtualMachineFileLayoutExSnapshotLayout
-        x::TypeEntry::array(x::Name(0x4eb72d), 65), // ArrayOfVirtualMachineFileLayoutSnapshotLayout
-        x::TypeEntry::array(x::Name(0x4ee51f), 66), // ArrayOfVirtualMachineFloppyInfo
-        x::TypeEntry::array(x::Name(0x4f0526), 67), // ArrayOfVirtualMachineIdeDiskDeviceInfo
-        x::TypeEntry::array(x::Name(0x4f2c2f), 68), // ArrayOfVirtualMachineIdeDiskDevicePartitionInfo
-        x::TypeEntry::array(x::Name(0x4f5c2c), 69), // ArrayOfVirtualMachineLegacyNetworkSwitchInfo
-        x::TypeEntry::array(x::Name(0x4f891c), 70), // ArrayOfVirtualMachineMessage
-        x::TypeEntry::array(x::Name(0x4fa633), 71), // ArrayOfVirtualMachineMetadataManagerVmMetadataInput
-        x::TypeEntry::array(x::Name(0x4fda34), 72), // ArrayOfVirtualMachineMetadataManagerVmMetadataResult
-        x::TypeEntry::array(x::Name(0x500f20), 73), // ArrayOfVirtualMachineNetworkInfo
-        x::TypeEntry::array(x::Name(0x503021), 74), // ArrayOfVirtualMachineParallelInfo
-        x::TypeEntry::array(x::Name(0x505227), 75), // ArrayOfVirtualMachinePciPassthroughInfo
-        x::TypeEntry::array(x::Name(0x507a30), 76), // ArrayOfVirtualMachinePciSharedGpuPassthroughInfo
-        x::TypeEntry::array(x::Name(0x50ab27), 77), // ArrayOfVirtualMachinePrecisionClockInfo
-        x::TypeEntry::array(x::Name(0x50d335), 78), // ArrayOfVirtualMachineProfileDetailsDiskProfileDetails
-        x::TypeEntry::array(x::Name(0x510920), 79), // ArrayOfVirtualMachineProfileSpec
-        x::TypeEntry::array(x::Name(0x512a25), 80), // ArrayOfVirtualMachinePropertyRelation
-        x::TypeEntry::array(x::Name(0x51502e), 81), // ArrayOfVirtualMachineQuickStatsMemoryTierStats
+        x::TypeEntry::array(x::Name(0x4b9c2e), 0), // ArrayOfVirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::array(x::Name(0x4bcb1e), 1), // ArrayOfVirtualMachineCdromInfo
+        x::TypeEntry::array(x::Name(0x4bea23), 2), // ArrayOfVirtualMachineCertThumbprint
+        x::TypeEntry::array(x::Name(0x4c0e2f), 3), // ArrayOfVirtualMachineConfigInfoDatastoreUrlPair
+        x::TypeEntry::array(x::Name(0x4c3e2b), 4), // ArrayOfVirtualMachineConfigOptionDescriptor
+        x::TypeEntry::array(x::Name(0x4c6a1f), 5), // ArrayOfVirtualMachineConfigSpec
+        x::TypeEntry::array(x::Name(0x4c8a1f), 6), // ArrayOfVirtualMachineConnection
+        x::TypeEntry::array(x::Name(0x4caa22), 7), // ArrayOfVirtualMachineCpuIdInfoSpec
+        x::TypeEntry::array(x::Name(0x4ccd22), 8), // ArrayOfVirtualMachineDatastoreInfo
+        x::TypeEntry::array(x::Name(0x4cf02a), 9), // ArrayOfVirtualMachineDatastoreVolumeOption
+        x::TypeEntry::array(x::Name(0x4d1b26), 10), // ArrayOfVirtualMachineDeviceRuntimeInfo
+        x::TypeEntry::array(x::Name(0x4d4224), 11), // ArrayOfVirtualMachineDisplayTopology
+        x::TypeEntry::array(x::Name(0x4d6721), 12), // ArrayOfVirtualMachineDvxClassInfo
+        x::TypeEntry::array(x::Name(0x4d892b), 13), // ArrayOfVirtualMachineDynamicPassthroughInfo
+        x::TypeEntry::array(x::Name(0x4db527), 14), // ArrayOfVirtualMachineFeatureRequirement
+        x::TypeEntry::array(x::Name(0x4ddd29), 15), // ArrayOfVirtualMachineFileLayoutDiskLayout
+        x::TypeEntry::array(x::Name(0x4e072b), 16), // ArrayOfVirtualMachineFileLayoutExDiskLayout
+        x::TypeEntry::array(x::Name(0x4e3329), 17), // ArrayOfVirtualMachineFileLayoutExDiskUnit
+        x::TypeEntry::array(x::Name(0x4e5d29), 18), // ArrayOfVirtualMachineFileLayoutExFileInfo
+        x::TypeEntry::array(x::Name(0x4e872f), 19), // ArrayOfVirtualMachineFileLayoutExSnapshotLayout
+        x::TypeEntry::array(x::Name(0x4eb72d), 20), // ArrayOfVirtualMachineFileLayoutSnapshotLayout
+        x::TypeEntry::array(x::Name(0x4ee51f), 21), // ArrayOfVirtualMachineFloppyInfo
+        x::TypeEntry::array(x::Name(0x4f0526), 22), // ArrayOfVirtualMachineIdeDiskDeviceInfo
+        x::TypeEntry::array(x::Name(0x4f2c2f), 23), // ArrayOfVirtualMachineIdeDiskDevicePartitionInfo
+        x::TypeEntry::array(x::Name(0x4f5c2c), 24), // ArrayOfVirtualMachineLegacyNetworkSwitchInfo
+        x::TypeEntry::array(x::Name(0x4f891c), 25), // ArrayOfVirtualMachineMessage
+        x::TypeEntry::array(x::Name(0x4fa633), 26), // ArrayOfVirtualMachineMetadataManagerVmMetadataInput
+        x::TypeEntry::array(x::Name(0x4fda34), 27), // ArrayOfVirtualMachineMetadataManagerVmMetadataResult
+        x::TypeEntry::array(x::Name(0x500f20), 28), // ArrayOfVirtualMachineNetworkInfo
+        x::TypeEntry::array(x::Name(0x503021), 29), // ArrayOfVirtualMachineParallelInfo
+        x::TypeEntry::array(x::Name(0x505227), 30), // ArrayOfVirtualMachinePciPassthroughInfo
+        x::TypeEntry::array(x::Name(0x507a30), 31), // ArrayOfVirtualMachinePciSharedGpuPassthroughInfo
+        x::TypeEntry::array(x::Name(0x50ab27), 32), // ArrayOfVirtualMachinePrecisionClockInfo
+        x::TypeEntry::array(x::Name(0x50d335), 33), // ArrayOfVirtualMachineProfileDetailsDiskProfileDetails
+        x::TypeEntry::array(x::Name(0x510920), 34), // ArrayOfVirtualMachineProfileSpec
+        x::TypeEntry::array(x::Name(0x512a25), 35), // ArrayOfVirtualMachinePropertyRelation
+        x::TypeEntry::array(x::Name(0x51502e), 36), // ArrayOfVirtualMachineQuickStatsMemoryTierStats
+        x::TypeEntry::array(x::Name(0x517f2c), 37), // ArrayOfVirtualMachineRelocateSpecDiskLocator
+        x::TypeEntry::array(x::Name(0x51ac27), 38), // ArrayOfVirtualMachineScsiDiskDeviceInfo
+        x::TypeEntry::array(x::Name(0x51d428), 39), // ArrayOfVirtualMachineScsiPassthroughInfo
+        x::TypeEntry::array(x::Name(0x51fd1f), 40), // ArrayOfVirtualMachineSerialInfo
+        x::TypeEntry::array(x::Name(0x521d21), 41), // ArrayOfVirtualMachineSnapshotTree
+        x::TypeEntry::array(x::Name(0x523f1e), 42), // ArrayOfVirtualMachineSoundInfo
+        x::TypeEntry::array(x::Name(0x525e1e), 43), // ArrayOfVirtualMachineSriovInfo
+        x::TypeEntry::array(x::Name(0x527d1c), 44), // ArrayOfVirtualMachineSummary
+        x::TypeEntry::array(x::Name(0x529a25), 45), // ArrayOfVirtualMachineUsageOnDatastore
+        x::TypeEntry::array(x::Name(0x52c01c), 46), // ArrayOfVirtualMachineUsbInfo
+        x::TypeEntry::array(x::Name(0x52dd25), 47), // ArrayOfVirtualMachineVFlashModuleInfo
+        x::TypeEntry::array(x::Name(0x530329), 48), // ArrayOfVirtualMachineVMCIDeviceFilterSpec
+        x::TypeEntry::array(x::Name(0x532d28), 49), // ArrayOfVirtualMachineVMotionStunTimeInfo
+        x::TypeEntry::array(x::Name(0x53561f), 50), // ArrayOfVirtualMachineVcpuConfig
+        x::TypeEntry::array(x::Name(0x53762a), 51), // ArrayOfVirtualMachineVendorDeviceGroupInfo
+        x::TypeEntry::array(x::Name(0x53a13d), 52), // ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
+        x::TypeEntry::array(x::Name(0x53df23), 53), // ArrayOfVirtualMachineVgpuDeviceInfo
+        x::TypeEntry::array(x::Name(0x540324), 54), // ArrayOfVirtualMachineVgpuProfileInfo
+        x::TypeEntry::array(x::Name(0x542833), 55), // ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup
+        x::TypeEntry::array(x::Name(0x545c21), 56), // ArrayOfVirtualNicManagerNetConfig
+        x::TypeEntry::array(x::Name(0x547e29), 57), // ArrayOfVirtualPCIPassthroughAllowedDevice
+        x::TypeEntry::array(x::Name(0x54a819), 58), // ArrayOfVirtualSCSISharing
+        x::TypeEntry::array(x::Name(0x54c21b), 59), // ArrayOfVirtualSwitchProfile
+        x::TypeEntry::array(x::Name(0x54de16), 60), // ArrayOfVmEventArgument
+        x::TypeEntry::array(x::Name(0x54f518), 61), // ArrayOfVmPlacementPolicy
+        x::TypeEntry::array(x::Name(0x550e1e), 62), // ArrayOfVmPodConfigForPlacement
+        x::TypeEntry::array(x::Name(0x552d19), 63), // ArrayOfVmPortGroupProfile
+        x::TypeEntry::array(x::Name(0x554717), 64), // ArrayOfVmfsConfigOption
+        x::TypeEntry::array(x::Name(0x555f1a), 65), // ArrayOfVmfsDatastoreOption
+        x::TypeEntry::array(x::Name(0x557a17), 66), // ArrayOfVnicPortArgument
+        x::TypeEntry::array(x::Name(0x559219), 67), // ArrayOfVsanHostConfigInfo
+        x::TypeEntry::array(x::Name(0x55ac2e), 68), // ArrayOfVsanHostConfigInfoNetworkInfoPortConfig
+        x::TypeEntry::array(x::Name(0x55db1a), 69), // ArrayOfVsanHostDiskMapInfo
+        x::TypeEntry::array(x::Name(0x55f61c), 70), // ArrayOfVsanHostDiskMapResult
+        x::TypeEntry::array(x::Name(0x56131a), 71), // ArrayOfVsanHostDiskMapping
+        x::TypeEntry::array(x::Name(0x562e19), 72), // ArrayOfVsanHostDiskResult
+        x::TypeEntry::array(x::Name(0x56481d), 73), // ArrayOfVsanHostMembershipInfo
+        x::TypeEntry::array(x::Name(0x566623), 74), // ArrayOfVsanHostRuntimeInfoDiskIssue
+        x::TypeEntry::array(x::Name(0x568a19), 75), // ArrayOfVsanNewPolicyBatch
+        x::TypeEntry::array(x::Name(0x56a41c), 76), // ArrayOfVsanPolicyChangeBatch
+        x::TypeEntry::array(x::Name(0x56c11f), 77), // ArrayOfVsanPolicySatisfiability
+        x::TypeEntry::array(x::Name(0x56e12c), 78), // ArrayOfVsanUpgradeSystemNetworkPartitionInfo
+        x::TypeEntry::array(x::Name(0x570e2b), 79), // ArrayOfVsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::array(x::Name(0x573a2a), 80), // ArrayOfVsanUpgradeSystemUpgradeHistoryItem
     ],
     decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0x1c71e2f), x::Name(0x1c71e2f)), // UpdateVirtualMachineFilesResultFailedVmFileInfo: UpdateVirtualMachineFilesResultFailedVmFileInfo
-        x::FieldEntry::repeated(x::Name(0x34db303), x::Name(0x234aa06)), // uri: anyURI
-        x::FieldEntry::repeated(x::Name(0x1c97417), x::Name(0x1c97417)), // UsbScanCodeSpecKeyEvent: UsbScanCodeSpecKeyEvent
-        x::FieldEntry::repeated(x::Name(0x1c9bc10), x::Name(0x1c9bc10)), // UserGroupProfile: UserGroupProfile
-        x::FieldEntry::repeated(x::Name(0x1ca3e13), x::Name(0x1ca3e13)), // UserPrivilegeResult: UserPrivilegeResult
-        x::FieldEntry::repeated(x::Name(0x1ca520b), x::Name(0x1ca520b)), // UserProfile: UserProfile
-        x::FieldEntry::repeated(x::Name(0x1ca5e10), x::Name(0x1ca5e10)), // UserSearchResult: UserSearchResult
-        x::FieldEntry::repeated(x::Name(0x1ca6f0b), x::Name(0x1ca6f0b)), // UserSession: UserSession
-        x::FieldEntry::repeated(x::Name(0x1cab210), x::Name(0x1cab210)), // VASAStorageArray: VASAStorageArray
-        x::FieldEntry::repeated(x::Name(0x1cb0d20), x::Name(0x1cb0d20)), // VASAStorageArrayDiscoverySvcInfo: VASAStorageArrayDiscoverySvcInfo
-        x::FieldEntry::repeated(x::Name(0x1cb501f), x::Name(0x1cb501f)), // VAppCloneSpecNetworkMappingPair: VAppCloneSpecNetworkMappingPair
-        x::FieldEntry::repeated(x::Name(0x1cb8e18), x::Name(0x1cb8e18)), // VAppCloneSpecResourceMap: VAppCloneSpecResourceMap
-        x::FieldEntry::repeated(x::Name(0x1cbd514), x::Name(0x1cbd514)), // VAppEntityConfigInfo: VAppEntityConfigInfo
-        x::FieldEntry::repeated(x::Name(0x1cc9112), x::Name(0x1cc9112)), // VAppOvfSectionInfo: VAppOvfSectionInfo
-        x::FieldEntry::repeated(x::Name(0x1cca412), x::Name(0x1cca412)), // VAppOvfSectionSpec: VAppOvfSectionSpec
-        x::FieldEntry::repeated(x::Name(0x1ccb70f), x::Name(0x1ccb70f)), // VAppProductInfo: VAppProductInfo
-        x::FieldEntry::repeated(x::Name(0x1ccc70f), x::Name(0x1ccc70f)), // VAppProductSpec: VAppProductSpec
-        x::FieldEntry::repeated(x::Name(0x1cce910), x::Name(0x1cce910)), // VAppPropertyInfo: VAppPropertyInfo
-        x::FieldEntry::repeated(x::Name(0x1ccfa10), x::Name(0x1ccfa10)), // VAppPropertySpec: VAppPropertySpec
-        x::FieldEntry::repeated(x::Name(0x1d02c18), x::Name(0x1d02c18)), // VMwareDVSPvlanConfigSpec: VMwareDVSPvlanConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1d04516), x::Name(0x1d04516)), // VMwareDVSPvlanMapEntry: VMwareDVSPvlanMapEntry
-        x::FieldEntry::repeated(x::Name(0x1d11618), x::Name(0x1d11618)), // VMwareDVSVspanConfigSpec: VMwareDVSVspanConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1d1c818), x::Name(0x1d1c818)), // VMwareDvsLacpGroupConfig: VMwareDvsLacpGroupConfig
-        x::FieldEntry::repeated(x::Name(0x1d1e116), x::Name(0x1d1e116)), // VMwareDvsLacpGroupSpec: VMwareDvsLacpGroupSpec
-        x::FieldEntry::repeated(x::Name(0x1d34b12), x::Name(0x1d34b12)), // VMwareVspanSession: VMwareVspanSession
-        x::FieldEntry::repeated(x::Name(0x1d3c81a), x::Name(0x1d3c81a)), // VStorageObjectAssociations: VStorageObjectAssociations
-        x::FieldEntry::repeated(x::Name(0x1d3e32c), x::Name(0x1d3e32c)), // VStorageObjectAssociationsVmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
-        x::FieldEntry::repeated(x::Name(0x1d5662c), x::Name(0x1d5662c)), // VStorageObjectReconcileResultInvalidDiskPath: VStorageObjectReconcileResultInvalidDiskPath
-        x::FieldEntry::repeated(x::Name(0x1d5932c), x::Name(0x1d5932c)), // VStorageObjectReconcileResultReconcileDetail: VStorageObjectReconcileResultReconcileDetail
-        x::FieldEntry::repeated(x::Name(0x1d62c30), x::Name(0x1d62c30)), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: VStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::FieldEntry::repeated(x::Name(0x1d67a0a), x::Name(0x1d67a0a)), // VVolHostPE: VVolHostPE
-        x::FieldEntry::repeated(x::Name(0x1d6a232), x::Name(0x1d6a232)), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::FieldEntry::repeated(x::Name(0x1d8fd13), x::Name(0x1d8fd13)), // VchaNodeRuntimeInfo: VchaNodeRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x1d96113), x::Name(0x1d96113)), // VimVasaProviderInfo: VimVasaProviderInfo
-        x::FieldEntry::repeated(x::Name(0x1d9751c), x::Name(0x1d9751c)), // VimVasaProviderStatePerArray: VimVasaProviderStatePerArray
-        x::FieldEntry::repeated(x::Name(0x1da0512), x::Name(0x1da0512)), // VirtualAppLinkInfo: VirtualAppLinkInfo
-        x::FieldEntry::repeated(x::Name(0x1dc1a0d), x::Name(0x1dc1a0d)), // VirtualDevice: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x1dc411a), x::Name(0x1dc411a)), // VirtualDeviceBackingOption: VirtualDeviceBackingOption
-        x::FieldEntry::repeated(x::Name(0x1dc9017), x::Name(0x1dc9017)), // VirtualDeviceConfigSpec: VirtualDeviceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1de6313), x::Name(0x1de6313)), // VirtualDeviceOption: VirtualDeviceOption
-        x::FieldEntry::repeated(x::Name(0x1df7c0b), x::Name(0x1df7c0b)), // VirtualDisk: VirtualDisk
-        x::FieldEntry::repeated(x::Name(0x1e05424), x::Name(0x1e05424)), // VirtualDiskDeltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::repeated(x::Name(0x1e1190d), x::Name(0x1e1190d)), // VirtualDiskId: VirtualDiskId
-        x::FieldEntry::repeated(x::Name(0x1e2c613), x::Name(0x1e2c613)), // VirtualDiskRuleSpec: VirtualDiskRuleSpec
-        x::FieldEntry::repeated(x::Name(0x1e9ba27), x::Name(0x1e9ba27)), // VirtualMachineBaseIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
         x::FieldEntry::repeated(x::Name(0x1ea2927), x::Name(0x1ea2927)), // VirtualMachineBootOptionsBootableDevice: VirtualMachineBootOptionsBootableDevice
         x::FieldEntry::repeated(x::Name(0x1eb2517), x::Name(0x1eb2517)), // VirtualMachineCdromInfo: VirtualMachineCdromInfo
         x::FieldEntry::repeated(x::Name(0x1eb3d1c), x::Name(0x1eb3d1c)), // VirtualMachineCertThumbprint: VirtualMachineCertThumbprint
@@ -173,59 +127,151 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0x1f8db19), x::Name(0x1f8db19)), // VirtualMachineProfileSpec: VirtualMachineProfileSpec
         x::FieldEntry::repeated(x::Name(0x1f8f51e), x::Name(0x1f8f51e)), // VirtualMachinePropertyRelation: VirtualMachinePropertyRelation
         x::FieldEntry::repeated(x::Name(0x1f94827), x::Name(0x1f94827)), // VirtualMachineQuickStatsMemoryTierStats: VirtualMachineQuickStatsMemoryTierStats
+        x::FieldEntry::repeated(x::Name(0x1f9d125), x::Name(0x1f9d125)), // VirtualMachineRelocateSpecDiskLocator: VirtualMachineRelocateSpecDiskLocator
+        x::FieldEntry::repeated(x::Name(0x1fa9320), x::Name(0x1fa9320)), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineScsiDiskDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x1fab421), x::Name(0x1fab421)), // VirtualMachineScsiPassthroughInfo: VirtualMachineScsiPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1faf818), x::Name(0x1faf818)), // VirtualMachineSerialInfo: VirtualMachineSerialInfo
+        x::FieldEntry::repeated(x::Name(0x1fb7c1a), x::Name(0x1fb7c1a)), // VirtualMachineSnapshotTree: VirtualMachineSnapshotTree
+        x::FieldEntry::repeated(x::Name(0x1fb9717), x::Name(0x1fb9717)), // VirtualMachineSoundInfo: VirtualMachineSoundInfo
+        x::FieldEntry::repeated(x::Name(0x1fbd117), x::Name(0x1fbd117)), // VirtualMachineSriovInfo: VirtualMachineSriovInfo
+        x::FieldEntry::repeated(x::Name(0x1fc6915), x::Name(0x1fc6915)), // VirtualMachineSummary: VirtualMachineSummary
+        x::FieldEntry::repeated(x::Name(0x1fd6a1e), x::Name(0x1fd6a1e)), // VirtualMachineUsageOnDatastore: VirtualMachineUsageOnDatastore
+        x::FieldEntry::repeated(x::Name(0x1fd8915), x::Name(0x1fd8915)), // VirtualMachineUsbInfo: VirtualMachineUsbInfo
+        x::FieldEntry::repeated(x::Name(0x1fdd61e), x::Name(0x1fdd61e)), // VirtualMachineVFlashModuleInfo: VirtualMachineVFlashModuleInfo
+        x::FieldEntry::repeated(x::Name(0x1fe7222), x::Name(0x1fe7222)), // VirtualMachineVMCIDeviceFilterSpec: VirtualMachineVMCIDeviceFilterSpec
+        x::FieldEntry::repeated(x::Name(0x1ff1921), x::Name(0x1ff1921)), // VirtualMachineVMotionStunTimeInfo: VirtualMachineVMotionStunTimeInfo
+        x::FieldEntry::repeated(x::Name(0x1ff3b18), x::Name(0x1ff3b18)), // VirtualMachineVcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::repeated(x::Name(0x1ff5423), x::Name(0x1ff5423)), // VirtualMachineVendorDeviceGroupInfo: VirtualMachineVendorDeviceGroupInfo
+        x::FieldEntry::repeated(x::Name(0x1ff7836), x::Name(0x1ff7836)), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo: VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x1fff31c), x::Name(0x1fff31c)), // VirtualMachineVgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x200101d), x::Name(0x200101d)), // VirtualMachineVgpuProfileInfo: VirtualMachineVgpuProfileInfo
+        x::FieldEntry::repeated(x::Name(0x200e32c), x::Name(0x200e32c)), // VirtualMachineVirtualDeviceGroupsDeviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
+        x::FieldEntry::repeated(x::Name(0x203641a), x::Name(0x203641a)), // VirtualNicManagerNetConfig: VirtualNicManagerNetConfig
+        x::FieldEntry::repeated(x::Name(0x203c522), x::Name(0x203c522)), // VirtualPCIPassthroughAllowedDevice: VirtualPCIPassthroughAllowedDevice
+        x::FieldEntry::repeated(x::Name(0x208b612), x::Name(0x208b612)), // VirtualSCSISharing: VirtualSCSISharing
+        x::FieldEntry::repeated(x::Name(0x20bc914), x::Name(0x20bc914)), // VirtualSwitchProfile: VirtualSwitchProfile
+        x::FieldEntry::repeated(x::Name(0x212f50f), x::Name(0x212f50f)), // VmEventArgument: VmEventArgument
+        x::FieldEntry::repeated(x::Name(0x2188611), x::Name(0x2188611)), // VmPlacementPolicy: VmPlacementPolicy
+        x::FieldEntry::repeated(x::Name(0x218f017), x::Name(0x218f017)), // VmPodConfigForPlacement: VmPodConfigForPlacement
+        x::FieldEntry::repeated(x::Name(0x2190812), x::Name(0x2190812)), // VmPortGroupProfile: VmPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x21eed10), x::Name(0x21eed10)), // VmfsConfigOption: VmfsConfigOption
+        x::FieldEntry::repeated(x::Name(0x21faf13), x::Name(0x21faf13)), // VmfsDatastoreOption: VmfsDatastoreOption
+        x::FieldEntry::repeated(x::Name(0x2220710), x::Name(0x2220710)), // VnicPortArgument: VnicPortArgument
+        x::FieldEntry::repeated(x::Name(0x2235812), x::Name(0x2235812)), // VsanHostConfigInfo: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x223a727), x::Name(0x223a727)), // VsanHostConfigInfoNetworkInfoPortConfig: VsanHostConfigInfoNetworkInfoPortConfig
+        x::FieldEntry::repeated(x::Name(0x2242b13), x::Name(0x2242b13)), // VsanHostDiskMapInfo: VsanHostDiskMapInfo
+        x::FieldEntry::repeated(x::Name(0x2243f15), x::Name(0x2243f15)), // VsanHostDiskMapResult: VsanHostDiskMapResult
+        x::FieldEntry::repeated(x::Name(0x2245513), x::Name(0x2245513)), // VsanHostDiskMapping: VsanHostDiskMapping
+        x::FieldEntry::repeated(x::Name(0x2246912), x::Name(0x2246912)), // VsanHostDiskResult: VsanHostDiskResult
+        x::FieldEntry::repeated(x::Name(0x224d116), x::Name(0x224d116)), // VsanHostMembershipInfo: VsanHostMembershipInfo
+        x::FieldEntry::repeated(x::Name(0x2250e1c), x::Name(0x2250e1c)), // VsanHostRuntimeInfoDiskIssue: VsanHostRuntimeInfoDiskIssue
+        x::FieldEntry::repeated(x::Name(0x2255c12), x::Name(0x2255c12)), // VsanNewPolicyBatch: VsanNewPolicyBatch
+        x::FieldEntry::repeated(x::Name(0x2256f15), x::Name(0x2256f15)), // VsanPolicyChangeBatch: VsanPolicyChangeBatch
+        x::FieldEntry::repeated(x::Name(0x2259418), x::Name(0x2259418)), // VsanPolicySatisfiability: VsanPolicySatisfiability
+        x::FieldEntry::repeated(x::Name(0x2264f25), x::Name(0x2264f25)), // VsanUpgradeSystemNetworkPartitionInfo: VsanUpgradeSystemNetworkPartitionInfo
+        x::FieldEntry::repeated(x::Name(0x226c824), x::Name(0x226c824)), // VsanUpgradeSystemPreflightCheckIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::FieldEntry::repeated(x::Name(0x2279723), x::Name(0x2279723)), // VsanUpgradeSystemUpgradeHistoryItem: VsanUpgradeSystemUpgradeHistoryItem
     ],
     values: &[
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineCdromInfo(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineCertThumbprint(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineConfigOptionDescriptor(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineConfigSpec(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineConnection(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineCpuIdInfoSpec(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDatastoreInfo(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDatastoreVolumeOption(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDeviceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDisplayTopology(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDvxClassInfo(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDynamicPassthroughInfo(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFeatureRequirement(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutDiskLayout(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutExFileInfo(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFloppyInfo(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineMessage(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineNetworkInfo(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineParallelInfo(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachinePciPassthroughInfo(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachinePrecisionClockInfo(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineProfileSpec(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachinePropertyRelation(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineScsiPassthroughInfo(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineSerialInfo(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineSnapshotTree(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineSoundInfo(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineSriovInfo(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineSummary(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineUsageOnDatastore(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineUsbInfo(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVFlashModuleInfo(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVcpuConfig(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVgpuDeviceInfo(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVgpuProfileInfo(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualNicManagerNetConfig(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualSCSISharing(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualSwitchProfile(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmEventArgument(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmPlacementPolicy(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmPodConfigForPlacement(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmPortGroupProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmfsConfigOption(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmfsDatastoreOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVnicPortArgument(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostConfigInfo(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostDiskMapInfo(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostDiskMapResult(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostDiskMapping(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostDiskResult(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostMembershipInfo(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanNewPolicyBatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanPolicyChangeBatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanPolicySatisfiability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(Box<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>),
-    ArrayOfUsbScanCodeSpecKeyEvent(Box<Vec<UsbScanCodeSpecKeyEvent>>),
-    ArrayOfUserGroupProfile(Box<Vec<UserGroupProfile>>),
-    #[cfg(feature = "admin")] ArrayOfUserPrivilegeResult(Box<Vec<UserPrivilegeResult>>),
-    ArrayOfUserProfile(Box<Vec<UserProfile>>),
-    #[cfg(feature = "admin")] ArrayOfUserSearchResult(Box<Vec<AnyUserSearchResult>>),
-    ArrayOfUserSession(Box<Vec<UserSession>>),
-    ArrayOfVASAStorageArray(Box<Vec<VASAStorageArray>>),
-    ArrayOfVASAStorageArrayDiscoverySvcInfo(Box<Vec<VASAStorageArrayDiscoverySvcInfo>>),
-    ArrayOfVAppCloneSpecNetworkMappingPair(Box<Vec<VAppCloneSpecNetworkMappingPair>>),
-    ArrayOfVAppCloneSpecResourceMap(Box<Vec<VAppCloneSpecResourceMap>>),
-    ArrayOfVAppEntityConfigInfo(Box<Vec<VAppEntityConfigInfo>>),
-    ArrayOfVAppOvfSectionInfo(Box<Vec<VAppOvfSectionInfo>>),
-    ArrayOfVAppOvfSectionSpec(Box<Vec<VAppOvfSectionSpec>>),
-    ArrayOfVAppProductInfo(Box<Vec<VAppProductInfo>>),
-    ArrayOfVAppProductSpec(Box<Vec<VAppProductSpec>>),
-    ArrayOfVAppPropertyInfo(Box<Vec<VAppPropertyInfo>>),
-    ArrayOfVAppPropertySpec(Box<Vec<VAppPropertySpec>>),
-    ArrayOfVMwareDVSPvlanConfigSpec(Box<Vec<VMwareDVSPvlanConfigSpec>>),
-    ArrayOfVMwareDVSPvlanMapEntry(Box<Vec<VMwareDVSPvlanMapEntry>>),
-    ArrayOfVMwareDVSVspanConfigSpec(Box<Vec<VMwareDVSVspanConfigSpec>>),
-    #[cfg(feature = "admin")] ArrayOfVMwareDvsLacpGroupConfig(Box<Vec<VMwareDvsLacpGroupConfig>>),
-    #[cfg(feature = "admin")] ArrayOfVMwareDvsLacpGroupSpec(Box<Vec<VMwareDvsLacpGroupSpec>>),
-    ArrayOfVMwareVspanSession(Box<Vec<VMwareVspanSession>>),
-    ArrayOfVStorageObjectAssociations(Box<Vec<VStorageObjectAssociations>>),
-    ArrayOfVStorageObjectAssociationsVmDiskAssociations(Box<Vec<VStorageObjectAssociationsVmDiskAssociations>>),
-    ArrayOfVStorageObjectReconcileResultInvalidDiskPath(Box<Vec<VStorageObjectReconcileResultInvalidDiskPath>>),
-    ArrayOfVStorageObjectReconcileResultReconcileDetail(Box<Vec<VStorageObjectReconcileResultReconcileDetail>>),
-    ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(Box<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>),
-    ArrayOfVVolHostPE(Box<Vec<VVolHostPE>>),
-    ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>),
-    #[cfg(feature = "admin")] ArrayOfVchaNodeRuntimeInfo(Box<Vec<VchaNodeRuntimeInfo>>),
-    ArrayOfVimVasaProviderInfo(Box<Vec<VimVasaProviderInfo>>),
-    ArrayOfVimVasaProviderStatePerArray(Box<Vec<VimVasaProviderStatePerArray>>),
-    ArrayOfVirtualAppLinkInfo(Box<Vec<VirtualAppLinkInfo>>),
-    ArrayOfVirtualDevice(Box<Vec<AnyVirtualDevice>>),
-    ArrayOfVirtualDeviceBackingOption(Box<Vec<AnyVirtualDeviceBackingOption>>),
-    ArrayOfVirtualDeviceConfigSpec(Box<Vec<AnyVirtualDeviceConfigSpec>>),
-    ArrayOfVirtualDeviceOption(Box<Vec<AnyVirtualDeviceOption>>),
-    ArrayOfVirtualDisk(Box<Vec<VirtualDisk>>),
-    ArrayOfVirtualDiskDeltaDiskFormatsSupported(Box<Vec<VirtualDiskDeltaDiskFormatsSupported>>),
-    ArrayOfVirtualDiskId(Box<Vec<VirtualDiskId>>),
-    ArrayOfVirtualDiskRuleSpec(Box<Vec<VirtualDiskRuleSpec>>),
-    ArrayOfVirtualMachineBaseIndependentFilterSpec(Box<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>),
     ArrayOfVirtualMachineBootOptionsBootableDevice(Box<Vec<AnyVirtualMachineBootOptionsBootableDevice>>),
     ArrayOfVirtualMachineCdromInfo(Box<Vec<VirtualMachineCdromInfo>>),
     ArrayOfVirtualMachineCertThumbprint(Box<Vec<VirtualMachineCertThumbprint>>),
@@ -263,6 +309,50 @@ pub enum Object {
     ArrayOfVirtualMachineProfileSpec(Box<Vec<AnyVirtualMachineProfileSpec>>),
     ArrayOfVirtualMachinePropertyRelation(Box<Vec<VirtualMachinePropertyRelation>>),
     ArrayOfVirtualMachineQuickStatsMemoryTierStats(Box<Vec<VirtualMachineQuickStatsMemoryTierStats>>),
+    ArrayOfVirtualMachineRelocateSpecDiskLocator(Box<Vec<VirtualMachineRelocateSpecDiskLocator>>),
+    ArrayOfVirtualMachineScsiDiskDeviceInfo(Box<Vec<VirtualMachineScsiDiskDeviceInfo>>),
+    ArrayOfVirtualMachineScsiPassthroughInfo(Box<Vec<VirtualMachineScsiPassthroughInfo>>),
+    ArrayOfVirtualMachineSerialInfo(Box<Vec<VirtualMachineSerialInfo>>),
+    ArrayOfVirtualMachineSnapshotTree(Box<Vec<VirtualMachineSnapshotTree>>),
+    ArrayOfVirtualMachineSoundInfo(Box<Vec<VirtualMachineSoundInfo>>),
+    ArrayOfVirtualMachineSriovInfo(Box<Vec<VirtualMachineSriovInfo>>),
+    ArrayOfVirtualMachineSummary(Box<Vec<VirtualMachineSummary>>),
+    ArrayOfVirtualMachineUsageOnDatastore(Box<Vec<VirtualMachineUsageOnDatastore>>),
+    ArrayOfVirtualMachineUsbInfo(Box<Vec<VirtualMachineUsbInfo>>),
+    ArrayOfVirtualMachineVFlashModuleInfo(Box<Vec<VirtualMachineVFlashModuleInfo>>),
+    ArrayOfVirtualMachineVMCIDeviceFilterSpec(Box<Vec<VirtualMachineVMCIDeviceFilterSpec>>),
+    ArrayOfVirtualMachineVMotionStunTimeInfo(Box<Vec<VirtualMachineVMotionStunTimeInfo>>),
+    ArrayOfVirtualMachineVcpuConfig(Box<Vec<VirtualMachineVcpuConfig>>),
+    ArrayOfVirtualMachineVendorDeviceGroupInfo(Box<Vec<VirtualMachineVendorDeviceGroupInfo>>),
+    ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(Box<Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>>),
+    ArrayOfVirtualMachineVgpuDeviceInfo(Box<Vec<VirtualMachineVgpuDeviceInfo>>),
+    ArrayOfVirtualMachineVgpuProfileInfo(Box<Vec<VirtualMachineVgpuProfileInfo>>),
+    ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(Box<Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>>),
+    #[cfg(feature = "admin")] ArrayOfVirtualNicManagerNetConfig(Box<Vec<VirtualNicManagerNetConfig>>),
+    ArrayOfVirtualPCIPassthroughAllowedDevice(Box<Vec<VirtualPCIPassthroughAllowedDevice>>),
+    ArrayOfVirtualSCSISharing(Box<Vec<VirtualSCSISharing>>),
+    ArrayOfVirtualSwitchProfile(Box<Vec<VirtualSwitchProfile>>),
+    ArrayOfVmEventArgument(Box<Vec<VmEventArgument>>),
+    ArrayOfVmPlacementPolicy(Box<Vec<AnyVmPlacementPolicy>>),
+    ArrayOfVmPodConfigForPlacement(Box<Vec<VmPodConfigForPlacement>>),
+    ArrayOfVmPortGroupProfile(Box<Vec<VmPortGroupProfile>>),
+    #[cfg(feature = "admin")] ArrayOfVmfsConfigOption(Box<Vec<VmfsConfigOption>>),
+    ArrayOfVmfsDatastoreOption(Box<Vec<VmfsDatastoreOption>>),
+    #[cfg(feature = "all-events")] ArrayOfVnicPortArgument(Box<Vec<VnicPortArgument>>),
+    ArrayOfVsanHostConfigInfo(Box<Vec<VsanHostConfigInfo>>),
+    ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(Box<Vec<VsanHostConfigInfoNetworkInfoPortConfig>>),
+    ArrayOfVsanHostDiskMapInfo(Box<Vec<VsanHostDiskMapInfo>>),
+    ArrayOfVsanHostDiskMapResult(Box<Vec<VsanHostDiskMapResult>>),
+    ArrayOfVsanHostDiskMapping(Box<Vec<VsanHostDiskMapping>>),
+    ArrayOfVsanHostDiskResult(Box<Vec<VsanHostDiskResult>>),
+    ArrayOfVsanHostMembershipInfo(Box<Vec<VsanHostMembershipInfo>>),
+    ArrayOfVsanHostRuntimeInfoDiskIssue(Box<Vec<VsanHostRuntimeInfoDiskIssue>>),
+    #[cfg(feature = "admin")] ArrayOfVsanNewPolicyBatch(Box<Vec<VsanNewPolicyBatch>>),
+    #[cfg(feature = "admin")] ArrayOfVsanPolicyChangeBatch(Box<Vec<VsanPolicyChangeBatch>>),
+    #[cfg(feature = "admin")] ArrayOfVsanPolicySatisfiability(Box<Vec<VsanPolicySatisfiability>>),
+    #[cfg(feature = "admin")] ArrayOfVsanUpgradeSystemNetworkPartitionInfo(Box<Vec<VsanUpgradeSystemNetworkPartitionInfo>>),
+    #[cfg(feature = "admin")] ArrayOfVsanUpgradeSystemPreflightCheckIssue(Box<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>),
+    #[cfg(feature = "admin")] ArrayOfVsanUpgradeSystemUpgradeHistoryItem(Box<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -271,145 +361,9 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUsbScanCodeSpecKeyEvent(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserGroupProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserPrivilegeResult(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserSearchResult(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserSession(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVASAStorageArray(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppCloneSpecNetworkMappingPair(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppCloneSpecResourceMap(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppEntityConfigInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppOvfSectionInfo(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppOvfSectionSpec(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppProductInfo(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppProductSpec(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppPropertyInfo(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVAppPropertySpec(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSPvlanConfigSpec(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSPvlanMapEntry(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSVspanConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDvsLacpGroupConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDvsLacpGroupSpec(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareVspanSession(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectAssociations(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVVolHostPE(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVimVasaProviderInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVimVasaProviderStatePerArray(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualAppLinkInfo(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDevice(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDeviceConfigSpec(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDeviceOption(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDisk(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDiskId(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualDiskRuleSpec(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineCdromInfo(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineCertThumbprint(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineConfigOptionDescriptor(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineConfigSpec(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineConnection(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineCpuIdInfoSpec(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDatastoreVolumeOption(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDeviceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDisplayTopology(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDvxClassInfo(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineDynamicPassthroughInfo(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFeatureRequirement(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutDiskLayout(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutExFileInfo(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineFloppyInfo(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineMessage(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineParallelInfo(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachinePciPassthroughInfo(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachinePrecisionClockInfo(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineProfileSpec(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachinePropertyRelation(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfUserGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfUserProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfUserSession(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVASAStorageArray(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppCloneSpecResourceMap(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppEntityConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppOvfSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppOvfSectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppPropertyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVAppPropertySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVMwareDVSPvlanMapEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVMwareDVSVspanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVMwareVspanSession(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVStorageObjectAssociations(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVVolHostPE(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVimVasaProviderInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVimVasaProviderStatePerArray(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualAppLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualDeviceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualDeviceOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualDiskId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualDiskRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualMachineCdromInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualMachineCertThumbprint(v) => std::fmt::Debug::fmt(&**v, f),
@@ -447,6 +401,50 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfVirtualMachineProfileSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualMachinePropertyRelation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineSerialInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineSnapshotTree(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineSoundInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineSriovInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineSummary(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineUsageOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineUsbInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVcpuConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVirtualNicManagerNetConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualSCSISharing(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVirtualSwitchProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVmEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVmPlacementPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVmPodConfigForPlacement(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVmPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVmfsDatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVsanHostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVsanHostDiskMapInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVsanHostDiskMapResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVsanHostDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVsanHostDiskResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVsanHostMembershipInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanNewPolicyBatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicyChangeBatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicySatisfiability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -460,50 +458,6 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(_) => "ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo",
-            Object::ArrayOfUsbScanCodeSpecKeyEvent(_) => "ArrayOfUsbScanCodeSpecKeyEvent",
-            Object::ArrayOfUserGroupProfile(_) => "ArrayOfUserGroupProfile",
-            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(_) => "ArrayOfUserPrivilegeResult",
-            Object::ArrayOfUserProfile(_) => "ArrayOfUserProfile",
-            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(_) => "ArrayOfUserSearchResult",
-            Object::ArrayOfUserSession(_) => "ArrayOfUserSession",
-            Object::ArrayOfVASAStorageArray(_) => "ArrayOfVASAStorageArray",
-            Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(_) => "ArrayOfVASAStorageArrayDiscoverySvcInfo",
-            Object::ArrayOfVAppCloneSpecNetworkMappingPair(_) => "ArrayOfVAppCloneSpecNetworkMappingPair",
-            Object::ArrayOfVAppCloneSpecResourceMap(_) => "ArrayOfVAppCloneSpecResourceMap",
-            Object::ArrayOfVAppEntityConfigInfo(_) => "ArrayOfVAppEntityConfigInfo",
-            Object::ArrayOfVAppOvfSectionInfo(_) => "ArrayOfVAppOvfSectionInfo",
-            Object::ArrayOfVAppOvfSectionSpec(_) => "ArrayOfVAppOvfSectionSpec",
-            Object::ArrayOfVAppProductInfo(_) => "ArrayOfVAppProductInfo",
-            Object::ArrayOfVAppProductSpec(_) => "ArrayOfVAppProductSpec",
-            Object::ArrayOfVAppPropertyInfo(_) => "ArrayOfVAppPropertyInfo",
-            Object::ArrayOfVAppPropertySpec(_) => "ArrayOfVAppPropertySpec",
-            Object::ArrayOfVMwareDVSPvlanConfigSpec(_) => "ArrayOfVMwareDVSPvlanConfigSpec",
-            Object::ArrayOfVMwareDVSPvlanMapEntry(_) => "ArrayOfVMwareDVSPvlanMapEntry",
-            Object::ArrayOfVMwareDVSVspanConfigSpec(_) => "ArrayOfVMwareDVSVspanConfigSpec",
-            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(_) => "ArrayOfVMwareDvsLacpGroupConfig",
-            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(_) => "ArrayOfVMwareDvsLacpGroupSpec",
-            Object::ArrayOfVMwareVspanSession(_) => "ArrayOfVMwareVspanSession",
-            Object::ArrayOfVStorageObjectAssociations(_) => "ArrayOfVStorageObjectAssociations",
-            Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(_) => "ArrayOfVStorageObjectAssociationsVmDiskAssociations",
-            Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(_) => "ArrayOfVStorageObjectReconcileResultInvalidDiskPath",
-            Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(_) => "ArrayOfVStorageObjectReconcileResultReconcileDetail",
-            Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(_) => "ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot",
-            Object::ArrayOfVVolHostPE(_) => "ArrayOfVVolHostPE",
-            Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(_) => "ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
-            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(_) => "ArrayOfVchaNodeRuntimeInfo",
-            Object::ArrayOfVimVasaProviderInfo(_) => "ArrayOfVimVasaProviderInfo",
-            Object::ArrayOfVimVasaProviderStatePerArray(_) => "ArrayOfVimVasaProviderStatePerArray",
-            Object::ArrayOfVirtualAppLinkInfo(_) => "ArrayOfVirtualAppLinkInfo",
-            Object::ArrayOfVirtualDevice(_) => "ArrayOfVirtualDevice",
-            Object::ArrayOfVirtualDeviceBackingOption(_) => "ArrayOfVirtualDeviceBackingOption",
-            Object::ArrayOfVirtualDeviceConfigSpec(_) => "ArrayOfVirtualDeviceConfigSpec",
-            Object::ArrayOfVirtualDeviceOption(_) => "ArrayOfVirtualDeviceOption",
-            Object::ArrayOfVirtualDisk(_) => "ArrayOfVirtualDisk",
-            Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(_) => "ArrayOfVirtualDiskDeltaDiskFormatsSupported",
-            Object::ArrayOfVirtualDiskId(_) => "ArrayOfVirtualDiskId",
-            Object::ArrayOfVirtualDiskRuleSpec(_) => "ArrayOfVirtualDiskRuleSpec",
-            Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(_) => "ArrayOfVirtualMachineBaseIndependentFilterSpec",
             Object::ArrayOfVirtualMachineBootOptionsBootableDevice(_) => "ArrayOfVirtualMachineBootOptionsBootableDevice",
             Object::ArrayOfVirtualMachineCdromInfo(_) => "ArrayOfVirtualMachineCdromInfo",
             Object::ArrayOfVirtualMachineCertThumbprint(_) => "ArrayOfVirtualMachineCertThumbprint",
@@ -541,6 +495,50 @@ impl x::DataObject for Object {
             Object::ArrayOfVirtualMachineProfileSpec(_) => "ArrayOfVirtualMachineProfileSpec",
             Object::ArrayOfVirtualMachinePropertyRelation(_) => "ArrayOfVirtualMachinePropertyRelation",
             Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(_) => "ArrayOfVirtualMachineQuickStatsMemoryTierStats",
+            Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(_) => "ArrayOfVirtualMachineRelocateSpecDiskLocator",
+            Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(_) => "ArrayOfVirtualMachineScsiDiskDeviceInfo",
+            Object::ArrayOfVirtualMachineScsiPassthroughInfo(_) => "ArrayOfVirtualMachineScsiPassthroughInfo",
+            Object::ArrayOfVirtualMachineSerialInfo(_) => "ArrayOfVirtualMachineSerialInfo",
+            Object::ArrayOfVirtualMachineSnapshotTree(_) => "ArrayOfVirtualMachineSnapshotTree",
+            Object::ArrayOfVirtualMachineSoundInfo(_) => "ArrayOfVirtualMachineSoundInfo",
+            Object::ArrayOfVirtualMachineSriovInfo(_) => "ArrayOfVirtualMachineSriovInfo",
+            Object::ArrayOfVirtualMachineSummary(_) => "ArrayOfVirtualMachineSummary",
+            Object::ArrayOfVirtualMachineUsageOnDatastore(_) => "ArrayOfVirtualMachineUsageOnDatastore",
+            Object::ArrayOfVirtualMachineUsbInfo(_) => "ArrayOfVirtualMachineUsbInfo",
+            Object::ArrayOfVirtualMachineVFlashModuleInfo(_) => "ArrayOfVirtualMachineVFlashModuleInfo",
+            Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(_) => "ArrayOfVirtualMachineVMCIDeviceFilterSpec",
+            Object::ArrayOfVirtualMachineVMotionStunTimeInfo(_) => "ArrayOfVirtualMachineVMotionStunTimeInfo",
+            Object::ArrayOfVirtualMachineVcpuConfig(_) => "ArrayOfVirtualMachineVcpuConfig",
+            Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(_) => "ArrayOfVirtualMachineVendorDeviceGroupInfo",
+            Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(_) => "ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo",
+            Object::ArrayOfVirtualMachineVgpuDeviceInfo(_) => "ArrayOfVirtualMachineVgpuDeviceInfo",
+            Object::ArrayOfVirtualMachineVgpuProfileInfo(_) => "ArrayOfVirtualMachineVgpuProfileInfo",
+            Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(_) => "ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup",
+            #[cfg(feature = "admin")] Object::ArrayOfVirtualNicManagerNetConfig(_) => "ArrayOfVirtualNicManagerNetConfig",
+            Object::ArrayOfVirtualPCIPassthroughAllowedDevice(_) => "ArrayOfVirtualPCIPassthroughAllowedDevice",
+            Object::ArrayOfVirtualSCSISharing(_) => "ArrayOfVirtualSCSISharing",
+            Object::ArrayOfVirtualSwitchProfile(_) => "ArrayOfVirtualSwitchProfile",
+            Object::ArrayOfVmEventArgument(_) => "ArrayOfVmEventArgument",
+            Object::ArrayOfVmPlacementPolicy(_) => "ArrayOfVmPlacementPolicy",
+            Object::ArrayOfVmPodConfigForPlacement(_) => "ArrayOfVmPodConfigForPlacement",
+            Object::ArrayOfVmPortGroupProfile(_) => "ArrayOfVmPortGroupProfile",
+            #[cfg(feature = "admin")] Object::ArrayOfVmfsConfigOption(_) => "ArrayOfVmfsConfigOption",
+            Object::ArrayOfVmfsDatastoreOption(_) => "ArrayOfVmfsDatastoreOption",
+            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(_) => "ArrayOfVnicPortArgument",
+            Object::ArrayOfVsanHostConfigInfo(_) => "ArrayOfVsanHostConfigInfo",
+            Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(_) => "ArrayOfVsanHostConfigInfoNetworkInfoPortConfig",
+            Object::ArrayOfVsanHostDiskMapInfo(_) => "ArrayOfVsanHostDiskMapInfo",
+            Object::ArrayOfVsanHostDiskMapResult(_) => "ArrayOfVsanHostDiskMapResult",
+            Object::ArrayOfVsanHostDiskMapping(_) => "ArrayOfVsanHostDiskMapping",
+            Object::ArrayOfVsanHostDiskResult(_) => "ArrayOfVsanHostDiskResult",
+            Object::ArrayOfVsanHostMembershipInfo(_) => "ArrayOfVsanHostMembershipInfo",
+            Object::ArrayOfVsanHostRuntimeInfoDiskIssue(_) => "ArrayOfVsanHostRuntimeInfoDiskIssue",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanNewPolicyBatch(_) => "ArrayOfVsanNewPolicyBatch",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicyChangeBatch(_) => "ArrayOfVsanPolicyChangeBatch",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicySatisfiability(_) => "ArrayOfVsanPolicySatisfiability",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(_) => "ArrayOfVsanUpgradeSystemNetworkPartitionInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(_) => "ArrayOfVsanUpgradeSystemPreflightCheckIssue",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(_) => "ArrayOfVsanUpgradeSystemUpgradeHistoryItem",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -560,50 +558,6 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfUserGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfUserProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfUserSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVASAStorageArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppCloneSpecResourceMap(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppEntityConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppOvfSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppOvfSectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppPropertyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVAppPropertySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVMwareDVSPvlanMapEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVMwareDVSVspanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVMwareVspanSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVStorageObjectAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVVolHostPE(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVimVasaProviderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVimVasaProviderStatePerArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualAppLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualDeviceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualDeviceOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualDiskId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualDiskRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualMachineCdromInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualMachineCertThumbprint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -641,714 +595,54 @@ impl x::DataObject for Object {
             Object::ArrayOfVirtualMachineProfileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualMachinePropertyRelation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineSerialInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineSnapshotTree(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineSoundInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineSriovInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineUsageOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineUsbInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVcpuConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVirtualNicManagerNetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualSCSISharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVirtualSwitchProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVmEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVmPlacementPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVmPodConfigForPlacement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVmPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVmfsDatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVsanHostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVsanHostDiskMapInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVsanHostDiskMapResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVsanHostDiskMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVsanHostDiskResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVsanHostMembershipInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanNewPolicyBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicyChangeBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicySatisfiability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectArrayItem for UpdateVirtualMachineFilesResultFailedVmFileInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>) -> Object {
-        Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>> {
-        match object { Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>, Object> {
-        match object { Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for UsbScanCodeSpecKeyEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<UsbScanCodeSpecKeyEvent>>) -> Object {
-        Object::ArrayOfUsbScanCodeSpecKeyEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<UsbScanCodeSpecKeyEvent>> {
-        match object { Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<UsbScanCodeSpecKeyEvent>>, Object> {
-        match object { Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for UserGroupProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<UserGroupProfile>>) -> Object {
-        Object::ArrayOfUserGroupProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<UserGroupProfile>> {
-        match object { Object::ArrayOfUserGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<UserGroupProfile>>, Object> {
-        match object { Object::ArrayOfUserGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for UserPrivilegeResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<UserPrivilegeResult>>) -> Object {
-        Object::ArrayOfUserPrivilegeResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<UserPrivilegeResult>> {
-        match object { Object::ArrayOfUserPrivilegeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<UserPrivilegeResult>>, Object> {
-        match object { Object::ArrayOfUserPrivilegeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for UserProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<UserProfile>>) -> Object {
-        Object::ArrayOfUserProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<UserProfile>> {
-        match object { Object::ArrayOfUserProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<UserProfile>>, Object> {
-        match object { Object::ArrayOfUserProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyUserSearchResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyUserSearchResult>>) -> Object {
-        Object::ArrayOfUserSearchResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyUserSearchResult>> {
-        match object { Object::ArrayOfUserSearchResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyUserSearchResult>>, Object> {
-        match object { Object::ArrayOfUserSearchResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for UserSession {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<UserSession>>) -> Object {
-        Object::ArrayOfUserSession(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<UserSession>> {
-        match object { Object::ArrayOfUserSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<UserSession>>, Object> {
-        match object { Object::ArrayOfUserSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VASAStorageArray {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VASAStorageArray>>) -> Object {
-        Object::ArrayOfVASAStorageArray(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VASAStorageArray>> {
-        match object { Object::ArrayOfVASAStorageArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VASAStorageArray>>, Object> {
-        match object { Object::ArrayOfVASAStorageArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VASAStorageArrayDiscoverySvcInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VASAStorageArrayDiscoverySvcInfo>>) -> Object {
-        Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VASAStorageArrayDiscoverySvcInfo>> {
-        match object { Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VASAStorageArrayDiscoverySvcInfo>>, Object> {
-        match object { Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppCloneSpecNetworkMappingPair {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppCloneSpecNetworkMappingPair>>) -> Object {
-        Object::ArrayOfVAppCloneSpecNetworkMappingPair(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppCloneSpecNetworkMappingPair>> {
-        match object { Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppCloneSpecNetworkMappingPair>>, Object> {
-        match object { Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppCloneSpecResourceMap {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppCloneSpecResourceMap>>) -> Object {
-        Object::ArrayOfVAppCloneSpecResourceMap(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppCloneSpecResourceMap>> {
-        match object { Object::ArrayOfVAppCloneSpecResourceMap(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppCloneSpecResourceMap>>, Object> {
-        match object { Object::ArrayOfVAppCloneSpecResourceMap(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppEntityConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppEntityConfigInfo>>) -> Object {
-        Object::ArrayOfVAppEntityConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppEntityConfigInfo>> {
-        match object { Object::ArrayOfVAppEntityConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppEntityConfigInfo>>, Object> {
-        match object { Object::ArrayOfVAppEntityConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppOvfSectionInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppOvfSectionInfo>>) -> Object {
-        Object::ArrayOfVAppOvfSectionInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppOvfSectionInfo>> {
-        match object { Object::ArrayOfVAppOvfSectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppOvfSectionInfo>>, Object> {
-        match object { Object::ArrayOfVAppOvfSectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppOvfSectionSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppOvfSectionSpec>>) -> Object {
-        Object::ArrayOfVAppOvfSectionSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppOvfSectionSpec>> {
-        match object { Object::ArrayOfVAppOvfSectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppOvfSectionSpec>>, Object> {
-        match object { Object::ArrayOfVAppOvfSectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppProductInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppProductInfo>>) -> Object {
-        Object::ArrayOfVAppProductInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppProductInfo>> {
-        match object { Object::ArrayOfVAppProductInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppProductInfo>>, Object> {
-        match object { Object::ArrayOfVAppProductInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppProductSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppProductSpec>>) -> Object {
-        Object::ArrayOfVAppProductSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppProductSpec>> {
-        match object { Object::ArrayOfVAppProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppProductSpec>>, Object> {
-        match object { Object::ArrayOfVAppProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppPropertyInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppPropertyInfo>>) -> Object {
-        Object::ArrayOfVAppPropertyInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppPropertyInfo>> {
-        match object { Object::ArrayOfVAppPropertyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppPropertyInfo>>, Object> {
-        match object { Object::ArrayOfVAppPropertyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VAppPropertySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VAppPropertySpec>>) -> Object {
-        Object::ArrayOfVAppPropertySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VAppPropertySpec>> {
-        match object { Object::ArrayOfVAppPropertySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VAppPropertySpec>>, Object> {
-        match object { Object::ArrayOfVAppPropertySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VMwareDVSPvlanConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VMwareDVSPvlanConfigSpec>>) -> Object {
-        Object::ArrayOfVMwareDVSPvlanConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSPvlanConfigSpec>> {
-        match object { Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSPvlanConfigSpec>>, Object> {
-        match object { Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VMwareDVSPvlanMapEntry {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VMwareDVSPvlanMapEntry>>) -> Object {
-        Object::ArrayOfVMwareDVSPvlanMapEntry(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSPvlanMapEntry>> {
-        match object { Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSPvlanMapEntry>>, Object> {
-        match object { Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VMwareDVSVspanConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VMwareDVSVspanConfigSpec>>) -> Object {
-        Object::ArrayOfVMwareDVSVspanConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSVspanConfigSpec>> {
-        match object { Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSVspanConfigSpec>>, Object> {
-        match object { Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for VMwareDvsLacpGroupConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VMwareDvsLacpGroupConfig>>) -> Object {
-        Object::ArrayOfVMwareDvsLacpGroupConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VMwareDvsLacpGroupConfig>> {
-        match object { Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VMwareDvsLacpGroupConfig>>, Object> {
-        match object { Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for VMwareDvsLacpGroupSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VMwareDvsLacpGroupSpec>>) -> Object {
-        Object::ArrayOfVMwareDvsLacpGroupSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VMwareDvsLacpGroupSpec>> {
-        match object { Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VMwareDvsLacpGroupSpec>>, Object> {
-        match object { Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VMwareVspanSession {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VMwareVspanSession>>) -> Object {
-        Object::ArrayOfVMwareVspanSession(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VMwareVspanSession>> {
-        match object { Object::ArrayOfVMwareVspanSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VMwareVspanSession>>, Object> {
-        match object { Object::ArrayOfVMwareVspanSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VStorageObjectAssociations {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VStorageObjectAssociations>>) -> Object {
-        Object::ArrayOfVStorageObjectAssociations(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectAssociations>> {
-        match object { Object::ArrayOfVStorageObjectAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectAssociations>>, Object> {
-        match object { Object::ArrayOfVStorageObjectAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VStorageObjectAssociationsVmDiskAssociations {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VStorageObjectAssociationsVmDiskAssociations>>) -> Object {
-        Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectAssociationsVmDiskAssociations>> {
-        match object { Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectAssociationsVmDiskAssociations>>, Object> {
-        match object { Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VStorageObjectReconcileResultInvalidDiskPath {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VStorageObjectReconcileResultInvalidDiskPath>>) -> Object {
-        Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectReconcileResultInvalidDiskPath>> {
-        match object { Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectReconcileResultInvalidDiskPath>>, Object> {
-        match object { Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VStorageObjectReconcileResultReconcileDetail {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VStorageObjectReconcileResultReconcileDetail>>) -> Object {
-        Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectReconcileResultReconcileDetail>> {
-        match object { Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectReconcileResultReconcileDetail>>, Object> {
-        match object { Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>) -> Object {
-        Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>> {
-        match object { Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>, Object> {
-        match object { Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VVolHostPE {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VVolHostPE>>) -> Object {
-        Object::ArrayOfVVolHostPE(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VVolHostPE>> {
-        match object { Object::ArrayOfVVolHostPE(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VVolHostPE>>, Object> {
-        match object { Object::ArrayOfVVolHostPE(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>) -> Object {
-        Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>> {
-        match object { Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>, Object> {
-        match object { Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectArrayItem for VchaNodeRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VchaNodeRuntimeInfo>>) -> Object {
-        Object::ArrayOfVchaNodeRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VchaNodeRuntimeInfo>> {
-        match object { Object::ArrayOfVchaNodeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VchaNodeRuntimeInfo>>, Object> {
-        match object { Object::ArrayOfVchaNodeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VimVasaProviderInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VimVasaProviderInfo>>) -> Object {
-        Object::ArrayOfVimVasaProviderInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VimVasaProviderInfo>> {
-        match object { Object::ArrayOfVimVasaProviderInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VimVasaProviderInfo>>, Object> {
-        match object { Object::ArrayOfVimVasaProviderInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VimVasaProviderStatePerArray {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VimVasaProviderStatePerArray>>) -> Object {
-        Object::ArrayOfVimVasaProviderStatePerArray(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VimVasaProviderStatePerArray>> {
-        match object { Object::ArrayOfVimVasaProviderStatePerArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VimVasaProviderStatePerArray>>, Object> {
-        match object { Object::ArrayOfVimVasaProviderStatePerArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VirtualAppLinkInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VirtualAppLinkInfo>>) -> Object {
-        Object::ArrayOfVirtualAppLinkInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VirtualAppLinkInfo>> {
-        match object { Object::ArrayOfVirtualAppLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VirtualAppLinkInfo>>, Object> {
-        match object { Object::ArrayOfVirtualAppLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyVirtualDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyVirtualDevice>>) -> Object {
-        Object::ArrayOfVirtualDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDevice>> {
-        match object { Object::ArrayOfVirtualDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDevice>>, Object> {
-        match object { Object::ArrayOfVirtualDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyVirtualDeviceBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyVirtualDeviceBackingOption>>) -> Object {
-        Object::ArrayOfVirtualDeviceBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceBackingOption>> {
-        match object { Object::ArrayOfVirtualDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceBackingOption>>, Object> {
-        match object { Object::ArrayOfVirtualDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyVirtualDeviceConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyVirtualDeviceConfigSpec>>) -> Object {
-        Object::ArrayOfVirtualDeviceConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceConfigSpec>> {
-        match object { Object::ArrayOfVirtualDeviceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceConfigSpec>>, Object> {
-        match object { Object::ArrayOfVirtualDeviceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyVirtualDeviceOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyVirtualDeviceOption>>) -> Object {
-        Object::ArrayOfVirtualDeviceOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceOption>> {
-        match object { Object::ArrayOfVirtualDeviceOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceOption>>, Object> {
-        match object { Object::ArrayOfVirtualDeviceOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VirtualDisk {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VirtualDisk>>) -> Object {
-        Object::ArrayOfVirtualDisk(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VirtualDisk>> {
-        match object { Object::ArrayOfVirtualDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VirtualDisk>>, Object> {
-        match object { Object::ArrayOfVirtualDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VirtualDiskDeltaDiskFormatsSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VirtualDiskDeltaDiskFormatsSupported>>) -> Object {
-        Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskDeltaDiskFormatsSupported>> {
-        match object { Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskDeltaDiskFormatsSupported>>, Object> {
-        match object { Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VirtualDiskId {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VirtualDiskId>>) -> Object {
-        Object::ArrayOfVirtualDiskId(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskId>> {
-        match object { Object::ArrayOfVirtualDiskId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskId>>, Object> {
-        match object { Object::ArrayOfVirtualDiskId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for VirtualDiskRuleSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<VirtualDiskRuleSpec>>) -> Object {
-        Object::ArrayOfVirtualDiskRuleSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskRuleSpec>> {
-        match object { Object::ArrayOfVirtualDiskRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskRuleSpec>>, Object> {
-        match object { Object::ArrayOfVirtualDiskRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectArrayItem for AnyVirtualMachineBaseIndependentFilterSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>) -> Object {
-        Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachineBaseIndependentFilterSpec>> {
-        match object { Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>, Object> {
-        match object { Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectArrayItem for AnyVirtualMachineBootOptionsBootableDevice {
     type Object = Object;
@@ -1939,5 +1233,709 @@ impl x::ObjectArrayItem for VirtualMachineQuickStatsMemoryTierStats {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineQuickStatsMemoryTierStats>>, Object> {
         match object { Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineRelocateSpecDiskLocator {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineRelocateSpecDiskLocator>>) -> Object {
+        Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineRelocateSpecDiskLocator>> {
+        match object { Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineRelocateSpecDiskLocator>>, Object> {
+        match object { Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineScsiDiskDeviceInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineScsiDiskDeviceInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineScsiDiskDeviceInfo>> {
+        match object { Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineScsiDiskDeviceInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineScsiPassthroughInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineScsiPassthroughInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineScsiPassthroughInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineScsiPassthroughInfo>> {
+        match object { Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineScsiPassthroughInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineSerialInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineSerialInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineSerialInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSerialInfo>> {
+        match object { Object::ArrayOfVirtualMachineSerialInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSerialInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineSerialInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineSnapshotTree {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineSnapshotTree>>) -> Object {
+        Object::ArrayOfVirtualMachineSnapshotTree(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSnapshotTree>> {
+        match object { Object::ArrayOfVirtualMachineSnapshotTree(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSnapshotTree>>, Object> {
+        match object { Object::ArrayOfVirtualMachineSnapshotTree(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineSoundInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineSoundInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineSoundInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSoundInfo>> {
+        match object { Object::ArrayOfVirtualMachineSoundInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSoundInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineSoundInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineSriovInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineSriovInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineSriovInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSriovInfo>> {
+        match object { Object::ArrayOfVirtualMachineSriovInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSriovInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineSriovInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineSummary {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineSummary>>) -> Object {
+        Object::ArrayOfVirtualMachineSummary(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSummary>> {
+        match object { Object::ArrayOfVirtualMachineSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSummary>>, Object> {
+        match object { Object::ArrayOfVirtualMachineSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineUsageOnDatastore {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineUsageOnDatastore>>) -> Object {
+        Object::ArrayOfVirtualMachineUsageOnDatastore(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineUsageOnDatastore>> {
+        match object { Object::ArrayOfVirtualMachineUsageOnDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineUsageOnDatastore>>, Object> {
+        match object { Object::ArrayOfVirtualMachineUsageOnDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineUsbInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineUsbInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineUsbInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineUsbInfo>> {
+        match object { Object::ArrayOfVirtualMachineUsbInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineUsbInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineUsbInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineVFlashModuleInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineVFlashModuleInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineVFlashModuleInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVFlashModuleInfo>> {
+        match object { Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVFlashModuleInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineVMCIDeviceFilterSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineVMCIDeviceFilterSpec>>) -> Object {
+        Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVMCIDeviceFilterSpec>> {
+        match object { Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVMCIDeviceFilterSpec>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineVMotionStunTimeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineVMotionStunTimeInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineVMotionStunTimeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVMotionStunTimeInfo>> {
+        match object { Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVMotionStunTimeInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineVcpuConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineVcpuConfig>>) -> Object {
+        Object::ArrayOfVirtualMachineVcpuConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVcpuConfig>> {
+        match object { Object::ArrayOfVirtualMachineVcpuConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVcpuConfig>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVcpuConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineVendorDeviceGroupInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineVendorDeviceGroupInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVendorDeviceGroupInfo>> {
+        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVendorDeviceGroupInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>> {
+        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineVgpuDeviceInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineVgpuDeviceInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineVgpuDeviceInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVgpuDeviceInfo>> {
+        match object { Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVgpuDeviceInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualMachineVgpuProfileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualMachineVgpuProfileInfo>>) -> Object {
+        Object::ArrayOfVirtualMachineVgpuProfileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVgpuProfileInfo>> {
+        match object { Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVgpuProfileInfo>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>>) -> Object {
+        Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>> {
+        match object { Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>>, Object> {
+        match object { Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VirtualNicManagerNetConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualNicManagerNetConfig>>) -> Object {
+        Object::ArrayOfVirtualNicManagerNetConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualNicManagerNetConfig>> {
+        match object { Object::ArrayOfVirtualNicManagerNetConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualNicManagerNetConfig>>, Object> {
+        match object { Object::ArrayOfVirtualNicManagerNetConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualPCIPassthroughAllowedDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualPCIPassthroughAllowedDevice>>) -> Object {
+        Object::ArrayOfVirtualPCIPassthroughAllowedDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualPCIPassthroughAllowedDevice>> {
+        match object { Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualPCIPassthroughAllowedDevice>>, Object> {
+        match object { Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualSCSISharing {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualSCSISharing>>) -> Object {
+        Object::ArrayOfVirtualSCSISharing(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualSCSISharing>> {
+        match object { Object::ArrayOfVirtualSCSISharing(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualSCSISharing>>, Object> {
+        match object { Object::ArrayOfVirtualSCSISharing(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VirtualSwitchProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VirtualSwitchProfile>>) -> Object {
+        Object::ArrayOfVirtualSwitchProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VirtualSwitchProfile>> {
+        match object { Object::ArrayOfVirtualSwitchProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VirtualSwitchProfile>>, Object> {
+        match object { Object::ArrayOfVirtualSwitchProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VmEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VmEventArgument>>) -> Object {
+        Object::ArrayOfVmEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VmEventArgument>> {
+        match object { Object::ArrayOfVmEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VmEventArgument>>, Object> {
+        match object { Object::ArrayOfVmEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyVmPlacementPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVmPlacementPolicy>>) -> Object {
+        Object::ArrayOfVmPlacementPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVmPlacementPolicy>> {
+        match object { Object::ArrayOfVmPlacementPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVmPlacementPolicy>>, Object> {
+        match object { Object::ArrayOfVmPlacementPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VmPodConfigForPlacement {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VmPodConfigForPlacement>>) -> Object {
+        Object::ArrayOfVmPodConfigForPlacement(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VmPodConfigForPlacement>> {
+        match object { Object::ArrayOfVmPodConfigForPlacement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VmPodConfigForPlacement>>, Object> {
+        match object { Object::ArrayOfVmPodConfigForPlacement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VmPortGroupProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VmPortGroupProfile>>) -> Object {
+        Object::ArrayOfVmPortGroupProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VmPortGroupProfile>> {
+        match object { Object::ArrayOfVmPortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VmPortGroupProfile>>, Object> {
+        match object { Object::ArrayOfVmPortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VmfsConfigOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VmfsConfigOption>>) -> Object {
+        Object::ArrayOfVmfsConfigOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VmfsConfigOption>> {
+        match object { Object::ArrayOfVmfsConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VmfsConfigOption>>, Object> {
+        match object { Object::ArrayOfVmfsConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VmfsDatastoreOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VmfsDatastoreOption>>) -> Object {
+        Object::ArrayOfVmfsDatastoreOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VmfsDatastoreOption>> {
+        match object { Object::ArrayOfVmfsDatastoreOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VmfsDatastoreOption>>, Object> {
+        match object { Object::ArrayOfVmfsDatastoreOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "all-events")] impl x::ObjectArrayItem for VnicPortArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VnicPortArgument>>) -> Object {
+        Object::ArrayOfVnicPortArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VnicPortArgument>> {
+        match object { Object::ArrayOfVnicPortArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VnicPortArgument>>, Object> {
+        match object { Object::ArrayOfVnicPortArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VsanHostConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanHostConfigInfo>>) -> Object {
+        Object::ArrayOfVsanHostConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanHostConfigInfo>> {
+        match object { Object::ArrayOfVsanHostConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanHostConfigInfo>>, Object> {
+        match object { Object::ArrayOfVsanHostConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VsanHostConfigInfoNetworkInfoPortConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanHostConfigInfoNetworkInfoPortConfig>>) -> Object {
+        Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanHostConfigInfoNetworkInfoPortConfig>> {
+        match object { Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanHostConfigInfoNetworkInfoPortConfig>>, Object> {
+        match object { Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VsanHostDiskMapInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanHostDiskMapInfo>>) -> Object {
+        Object::ArrayOfVsanHostDiskMapInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanHostDiskMapInfo>> {
+        match object { Object::ArrayOfVsanHostDiskMapInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanHostDiskMapInfo>>, Object> {
+        match object { Object::ArrayOfVsanHostDiskMapInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VsanHostDiskMapResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanHostDiskMapResult>>) -> Object {
+        Object::ArrayOfVsanHostDiskMapResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanHostDiskMapResult>> {
+        match object { Object::ArrayOfVsanHostDiskMapResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanHostDiskMapResult>>, Object> {
+        match object { Object::ArrayOfVsanHostDiskMapResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VsanHostDiskMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanHostDiskMapping>>) -> Object {
+        Object::ArrayOfVsanHostDiskMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanHostDiskMapping>> {
+        match object { Object::ArrayOfVsanHostDiskMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanHostDiskMapping>>, Object> {
+        match object { Object::ArrayOfVsanHostDiskMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VsanHostDiskResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanHostDiskResult>>) -> Object {
+        Object::ArrayOfVsanHostDiskResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanHostDiskResult>> {
+        match object { Object::ArrayOfVsanHostDiskResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanHostDiskResult>>, Object> {
+        match object { Object::ArrayOfVsanHostDiskResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VsanHostMembershipInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanHostMembershipInfo>>) -> Object {
+        Object::ArrayOfVsanHostMembershipInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanHostMembershipInfo>> {
+        match object { Object::ArrayOfVsanHostMembershipInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanHostMembershipInfo>>, Object> {
+        match object { Object::ArrayOfVsanHostMembershipInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for VsanHostRuntimeInfoDiskIssue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanHostRuntimeInfoDiskIssue>>) -> Object {
+        Object::ArrayOfVsanHostRuntimeInfoDiskIssue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanHostRuntimeInfoDiskIssue>> {
+        match object { Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanHostRuntimeInfoDiskIssue>>, Object> {
+        match object { Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VsanNewPolicyBatch {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanNewPolicyBatch>>) -> Object {
+        Object::ArrayOfVsanNewPolicyBatch(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanNewPolicyBatch>> {
+        match object { Object::ArrayOfVsanNewPolicyBatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanNewPolicyBatch>>, Object> {
+        match object { Object::ArrayOfVsanNewPolicyBatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VsanPolicyChangeBatch {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanPolicyChangeBatch>>) -> Object {
+        Object::ArrayOfVsanPolicyChangeBatch(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanPolicyChangeBatch>> {
+        match object { Object::ArrayOfVsanPolicyChangeBatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanPolicyChangeBatch>>, Object> {
+        match object { Object::ArrayOfVsanPolicyChangeBatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VsanPolicySatisfiability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanPolicySatisfiability>>) -> Object {
+        Object::ArrayOfVsanPolicySatisfiability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanPolicySatisfiability>> {
+        match object { Object::ArrayOfVsanPolicySatisfiability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanPolicySatisfiability>>, Object> {
+        match object { Object::ArrayOfVsanPolicySatisfiability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VsanUpgradeSystemNetworkPartitionInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<VsanUpgradeSystemNetworkPartitionInfo>>) -> Object {
+        Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<VsanUpgradeSystemNetworkPartitionInfo>> {
+        match object { Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<VsanUpgradeSystemNetworkPartitionInfo>>, Object> {
+        match object { Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyVsanUpgradeSystemPreflightCheckIssue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>) -> Object {
+        Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVsanUpgradeSystemPreflightCheckIssue>> {
+        match object { Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>, Object> {
+        match object { Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyVsanUpgradeSystemUpgradeHistoryItem {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>) -> Object {
+        Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>> {
+        match object { Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>, Object> {
+        match object { Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,222 +6,179 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x66ee17), x::Name(0x75640f), 0, 1), // ClusterAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x67061b), x::Name(0x75640f), 1, 1), // ClusterAntiAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x672216), x::Name(0xbb9c0b), 2, 2), // ClusterAttemptedVmInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x673924), x::Name(0x66cb0d), 4, 4), // ClusterClusterInitialPlacementAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x675e1d), x::Name(0x70950c), 8, 1), // ClusterComplianceCheckedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x679329), x::Name(0xbb9c0b), 9, 2), // ClusterComputeResourceClusterConfigResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x67bd26), x::Name(0xbb9c0b), 11, 2), // ClusterComputeResourceCryptoModePolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x67e430), x::Name(0x6a822a), 13, 2), // ClusterComputeResourceDVSConfigurationValidation: ClusterComputeResourceValidationResultBase
-        x::TypeEntry::structure(x::Name(0x681520), x::Name(0xbb9c0b), 15, 3), // ClusterComputeResourceDVSSetting: DynamicData
-        x::TypeEntry::structure(x::Name(0x68363b), x::Name(0xbb9c0b), 18, 2), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x687220), x::Name(0xbb9c0b), 20, 4), // ClusterComputeResourceDvsProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x68933f), x::Name(0xbb9c0b), 24, 3), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x68d323), x::Name(0xbb9c0b), 27, 4), // ClusterComputeResourceHCIConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x68f723), x::Name(0xbb9c0b), 31, 4), // ClusterComputeResourceHCIConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x691b26), 0, 3), // ClusterComputeResourceHCIWorkflowState
-        x::TypeEntry::structure(x::Name(0x69422c), x::Name(0xbb9c0b), 35, 3), // ClusterComputeResourceHostConfigurationInput: DynamicData
-        x::TypeEntry::structure(x::Name(0x696f2e), x::Name(0xbb9c0b), 38, 2), // ClusterComputeResourceHostConfigurationProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x699e31), x::Name(0x6a822a), 40, 5), // ClusterComputeResourceHostConfigurationValidation: ClusterComputeResourceValidationResultBase
-        x::TypeEntry::structure(x::Name(0x69d028), x::Name(0xbb9c0b), 45, 2), // ClusterComputeResourceHostEvacuationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x69f924), x::Name(0xbb9c0b), 47, 2), // ClusterComputeResourceHostVmkNicInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6a1e25), x::Name(0xbb9c0b), 49, 2), // ClusterComputeResourceMaintenanceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6a441d), x::Name(0x79e516), 51, 14), // ClusterComputeResourceSummary: ComputeResourceSummary
-        x::TypeEntry::structure(x::Name(0x6a621f), x::Name(0xbb9c0b), 65, 3), // ClusterComputeResourceVCProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x6a822a), x::Name(0xbb9c0b), 68, 1), // ClusterComputeResourceValidationResultBase: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6aad25), 3, 3), // ClusterComputeResourceVcsHealthStatus
-        x::TypeEntry::structure(x::Name(0x6ad31e), x::Name(0xbb9c0b), 69, 4), // ClusterComputeResourceVcsSlots: DynamicData
-        x::TypeEntry::structure(x::Name(0x6af211), x::Name(0xbb9c0b), 73, 5), // ClusterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6b0413), x::Name(0x78d519), 78, 17), // ClusterConfigInfoEx: ComputeResourceConfigInfo
-        x::TypeEntry::structure(x::Name(0x6b1811), x::Name(0xbb9c0b), 95, 5), // ClusterConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x6b2a13), x::Name(0x78ef19), 100, 18), // ClusterConfigSpecEx: ComputeResourceConfigSpec
-        x::TypeEntry::structure(x::Name(0x6b3e13), x::Name(0x70950c), 118, 1), // ClusterCreatedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x6b5217), x::Name(0xbb9c0b), 119, 2), // ClusterCryptoConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6b6a21), 6, 2), // ClusterCryptoConfigInfoCryptoMode
-        x::TypeEntry::structure(x::Name(0x6b8c15), x::Name(0x6e0a12), 121, 2), // ClusterDasAamHostInfo: ClusterDasHostInfo
-        x::TypeEntry::structure(x::Name(0x6ba216), x::Name(0xbb9c0b), 123, 4), // ClusterDasAamNodeState: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6bb91e), 8, 8), // ClusterDasAamNodeStateDasState
-        x::TypeEntry::structure(x::Name(0x6bd81e), x::Name(0xbb9c0b), 127, 0), // ClusterDasAdmissionControlInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6bf720), x::Name(0xbb9c0b), 127, 2), // ClusterDasAdmissionControlPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c181d), x::Name(0xbb9c0b), 129, 3), // ClusterDasAdvancedRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c362f), x::Name(0xbb9c0b), 132, 2), // ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c6614), x::Name(0xbb9c0b), 134, 11), // ClusterDasConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6c7b28), 16, 3), // ClusterDasConfigInfoHBDatastoreCandidate
-        x::TypeEntry::enumeration(x::Name(0x6ca420), 19, 2), // ClusterDasConfigInfoServiceState
-        x::TypeEntry::enumeration(x::Name(0x6cc525), 21, 3), // ClusterDasConfigInfoVmMonitoringState
-        x::TypeEntry::structure(x::Name(0x6ceb0e), x::Name(0xbb9c0b), 145, 0), // ClusterDasData: DynamicData
-        x::TypeEntry::structure(x::Name(0x6cfa15), x::Name(0x6ceb0e), 145, 3), // ClusterDasDataSummary: ClusterDasData
-        x::TypeEntry::structure(x::Name(0x6d102a), x::Name(0x6c181d), 148, 9), // ClusterDasFailoverLevelAdvancedRuntimeInfo: ClusterDasAdvancedRuntimeInfo
-        x::TypeEntry::structure(x::Name(0x6d3b33), x::Name(0xbb9c0b), 157, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: DynamicData
-        x::TypeEntry::structure(x::Name(0x6d6f32), x::Name(0xbb9c0b), 159, 3), // ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6da231), x::Name(0xbb9c0b), 162, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6dd41e), 24, 11), // ClusterDasFdmAvailabilityState
-        x::TypeEntry::structure(x::Name(0x6df316), x::Name(0xbb9c0b), 164, 2), // ClusterDasFdmHostState: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e0a12), x::Name(0xbb9c0b), 166, 0), // ClusterDasHostInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e1d1c), x::Name(0xbb9c0b), 166, 2), // ClusterDasHostRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e3a16), x::Name(0xbb9c0b), 168, 4), // ClusterDasVmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e5116), x::Name(0x57b40f), 172, 1), // ClusterDasVmConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6e6814), x::Name(0xbb9c0b), 173, 5), // ClusterDasVmSettings: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6e7d25), 35, 4), // ClusterDasVmSettingsIsolationResponse
-        x::TypeEntry::enumeration(x::Name(0x6ea323), 39, 7), // ClusterDasVmSettingsRestartPriority
-        x::TypeEntry::structure(x::Name(0x6ec71a), x::Name(0x57b40f), 178, 1), // ClusterDatastoreUpdateSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6ee219), x::Name(0x75640f), 179, 2), // ClusterDependencyRuleInfo: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x6efc15), x::Name(0x70950c), 181, 0), // ClusterDestroyedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x6f1214), x::Name(0xbb9c0b), 181, 4), // ClusterDpmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f2718), x::Name(0xbb9c0b), 185, 3), // ClusterDpmHostConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f4018), x::Name(0x57b40f), 188, 1), // ClusterDpmHostConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6f5914), x::Name(0xbb9c0b), 189, 6), // ClusterDrsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f6e10), x::Name(0xbb9c0b), 195, 2), // ClusterDrsFaults: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f7f23), x::Name(0x6fa31a), 197, 1), // ClusterDrsFaultsFaultsByVirtualDisk: ClusterDrsFaultsFaultsByVm
+        x::TypeEntry::enumeration(x::Name(0x6cc525), 0, 3), // ClusterDasConfigInfoVmMonitoringState
+        x::TypeEntry::structure(x::Name(0x6ceb0e), x::Name(0xbb9c0b), 0, 0), // ClusterDasData: DynamicData
+        x::TypeEntry::structure(x::Name(0x6cfa15), x::Name(0x6ceb0e), 0, 3), // ClusterDasDataSummary: ClusterDasData
+        x::TypeEntry::structure(x::Name(0x6d102a), x::Name(0x6c181d), 3, 9), // ClusterDasFailoverLevelAdvancedRuntimeInfo: ClusterDasAdvancedRuntimeInfo
+        x::TypeEntry::structure(x::Name(0x6d3b33), x::Name(0xbb9c0b), 12, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: DynamicData
+        x::TypeEntry::structure(x::Name(0x6d6f32), x::Name(0xbb9c0b), 14, 3), // ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6da231), x::Name(0xbb9c0b), 17, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6dd41e), 3, 11), // ClusterDasFdmAvailabilityState
+        x::TypeEntry::structure(x::Name(0x6df316), x::Name(0xbb9c0b), 19, 2), // ClusterDasFdmHostState: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e0a12), x::Name(0xbb9c0b), 21, 0), // ClusterDasHostInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e1d1c), x::Name(0xbb9c0b), 21, 2), // ClusterDasHostRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e3a16), x::Name(0xbb9c0b), 23, 4), // ClusterDasVmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e5116), x::Name(0x57b40f), 27, 1), // ClusterDasVmConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6e6814), x::Name(0xbb9c0b), 28, 5), // ClusterDasVmSettings: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6e7d25), 14, 4), // ClusterDasVmSettingsIsolationResponse
+        x::TypeEntry::enumeration(x::Name(0x6ea323), 18, 7), // ClusterDasVmSettingsRestartPriority
+        x::TypeEntry::structure(x::Name(0x6ec71a), x::Name(0x57b40f), 33, 1), // ClusterDatastoreUpdateSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6ee219), x::Name(0x75640f), 34, 2), // ClusterDependencyRuleInfo: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x6efc15), x::Name(0x70950c), 36, 0), // ClusterDestroyedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x6f1214), x::Name(0xbb9c0b), 36, 4), // ClusterDpmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f2718), x::Name(0xbb9c0b), 40, 3), // ClusterDpmHostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f4018), x::Name(0x57b40f), 43, 1), // ClusterDpmHostConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6f5914), x::Name(0xbb9c0b), 44, 6), // ClusterDrsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f6e10), x::Name(0xbb9c0b), 50, 2), // ClusterDrsFaults: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f7f23), x::Name(0x6fa31a), 52, 1), // ClusterDrsFaultsFaultsByVirtualDisk: ClusterDrsFaultsFaultsByVm
+        x::TypeEntry::structure(x::Name(0x6fa31a), x::Name(0xbb9c0b), 53, 2), // ClusterDrsFaultsFaultsByVm: DynamicData
+        x::TypeEntry::structure(x::Name(0x6fbe13), x::Name(0xbb9c0b), 55, 11), // ClusterDrsMigration: DynamicData
+        x::TypeEntry::structure(x::Name(0x6fd218), x::Name(0xbb9c0b), 66, 5), // ClusterDrsRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x6feb16), x::Name(0xbb9c0b), 71, 3), // ClusterDrsVmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x700216), x::Name(0x57b40f), 74, 1), // ClusterDrsVmConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x70191c), x::Name(0xbb9c0b), 75, 3), // ClusterEVCManagerCheckResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x703619), x::Name(0xbb9c0b), 78, 6), // ClusterEVCManagerEVCState: DynamicData
+        x::TypeEntry::request(x::Name(0x705026), 84, 4), // ClusterEnterMaintenanceModeRequestType
+        x::TypeEntry::structure(x::Name(0x70771d), x::Name(0xbb9c0b), 88, 2), // ClusterEnterMaintenanceResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x70950c), x::Name(0xc19905), 90, 0), // ClusterEvent: Event
+        x::TypeEntry::structure(x::Name(0x70a227), x::Name(0x6bd81e), 90, 1), // ClusterFailoverHostAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x70ca31), x::Name(0xbb9c0b), 91, 2), // ClusterFailoverHostAdmissionControlInfoHostStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x70fc29), x::Name(0x6bf720), 93, 2), // ClusterFailoverHostAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x712628), x::Name(0x6bd81e), 95, 1), // ClusterFailoverLevelAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x714f2a), x::Name(0x6bf720), 96, 2), // ClusterFailoverLevelAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x717a2c), x::Name(0x6bd81e), 98, 3), // ClusterFailoverResourcesAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x71a72e), x::Name(0x6bf720), 101, 6), // ClusterFailoverResourcesAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x71d61a), x::Name(0x758411), 107, 2), // ClusterFixedSizeSlotPolicy: ClusterSlotPolicy
+        x::TypeEntry::structure(x::Name(0x71f117), x::Name(0x75640f), 109, 2), // ClusterFtVmHostRuleInfo: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x720910), x::Name(0xbb9c0b), 111, 3), // ClusterGroupInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x721a10), x::Name(0x57b40f), 114, 1), // ClusterGroupSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x722b10), x::Name(0x720910), 115, 1), // ClusterHostGroup: ClusterGroupInfo
+        x::TypeEntry::structure(x::Name(0x723c22), x::Name(0x66cb0d), 116, 1), // ClusterHostInfraUpdateHaModeAction: ClusterAction
+        x::TypeEntry::enumeration(x::Name(0x725f2f), 25, 3), // ClusterHostInfraUpdateHaModeActionOperationType
+        x::TypeEntry::structure(x::Name(0x728f16), x::Name(0x66cb0d), 117, 4), // ClusterHostPowerAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x72a619), x::Name(0xbb9c0b), 121, 2), // ClusterHostRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x72c01e), x::Name(0xbb9c0b), 123, 5), // ClusterInfraUpdateHaConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x72df2a), 28, 2), // ClusterInfraUpdateHaConfigInfoBehaviorType
+        x::TypeEntry::enumeration(x::Name(0x730a2d), 30, 2), // ClusterInfraUpdateHaConfigInfoRemediationType
+        x::TypeEntry::structure(x::Name(0x73381d), x::Name(0x66cb0d), 128, 2), // ClusterInitialPlacementAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x735613), x::Name(0x130b50c), 130, 2), // ClusterIoFilterInfo: IoFilterInfo
+        x::TypeEntry::structure(x::Name(0x736a16), x::Name(0x66cb0d), 132, 1), // ClusterMigrationAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x738118), x::Name(0xbb9c0b), 133, 2), // ClusterNetworkConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x739a19), x::Name(0xbb9c0b), 135, 2), // ClusterNotAttemptedVmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x73b418), x::Name(0xbb9c0b), 137, 1), // ClusterOrchestrationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x73cd19), x::Name(0x70950c), 138, 0), // ClusterOvercommittedEvent: ClusterEvent
+        x::TypeEntry::enumeration(x::Name(0x73e716), 32, 2), // ClusterPowerOnVmOption
+        x::TypeEntry::structure(x::Name(0x73fe16), x::Name(0xbb9c0b), 138, 3), // ClusterPowerOnVmResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x74151c), x::Name(0xbb9c0b), 141, 3), // ClusterPreemptibleVmPairInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x74321c), x::Name(0x57b40f), 144, 1), // ClusterPreemptibleVmPairSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x744f1d), x::Name(0xbb9c0b), 145, 1), // ClusterProactiveDrsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x746d20), x::Name(0x74cd18), 146, 1), // ClusterProfileCompleteConfigSpec: ClusterProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0x748e18), x::Name(0x1698411), 147, 1), // ClusterProfileConfigInfo: ProfileConfigInfo
+        x::TypeEntry::structure(x::Name(0x74a725), x::Name(0x74cd18), 148, 1), // ClusterProfileConfigServiceCreateSpec: ClusterProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0x74cd18), x::Name(0x74e618), 149, 0), // ClusterProfileConfigSpec: ClusterProfileCreateSpec
+        x::TypeEntry::structure(x::Name(0x74e618), x::Name(0x1699611), 149, 0), // ClusterProfileCreateSpec: ProfileCreateSpec
+        x::TypeEntry::enumeration(x::Name(0x74ff19), 34, 4), // ClusterProfileServiceType
+        x::TypeEntry::structure(x::Name(0x751915), x::Name(0xbb9c0b), 149, 11), // ClusterRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x752f18), x::Name(0x70950c), 160, 1), // ClusterReconfiguredEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x75481b), x::Name(0xbb9c0b), 161, 8), // ClusterResourceUsageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x75640f), x::Name(0xbb9c0b), 169, 8), // ClusterRuleInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x75740f), x::Name(0x57b40f), 177, 1), // ClusterRuleSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x758411), x::Name(0xbb9c0b), 178, 0), // ClusterSlotPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x759619), x::Name(0x70950c), 178, 2), // ClusterStatusChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x75b01a), x::Name(0xbb9c0b), 180, 4), // ClusterSystemVMsConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x75cb28), 38, 2), // ClusterSystemVMsConfigInfoDeploymentMode
+        x::TypeEntry::structure(x::Name(0x75f41a), x::Name(0xbb9c0b), 184, 4), // ClusterSystemVMsConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x760f1c), x::Name(0x57b40f), 188, 1), // ClusterTagCategoryUpdateSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x762c13), x::Name(0xbb9c0b), 189, 16), // ClusterUsageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x764024), x::Name(0xbb9c0b), 205, 5), // ClusterVmComponentProtectionSettings: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x766535), 40, 5), // ClusterVmComponentProtectionSettingsStorageVmReaction
+        x::TypeEntry::enumeration(x::Name(0x769b3a), 45, 3), // ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared
+        x::TypeEntry::structure(x::Name(0x76d60e), x::Name(0x720910), 210, 1), // ClusterVmGroup: ClusterGroupInfo
+        x::TypeEntry::structure(x::Name(0x76e515), x::Name(0x75640f), 211, 3), // ClusterVmHostRuleInfo: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x76fb1a), x::Name(0xbb9c0b), 214, 2), // ClusterVmOrchestrationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x77161a), x::Name(0x57b40f), 216, 1), // ClusterVmOrchestrationSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x773112), x::Name(0xbb9c0b), 217, 2), // ClusterVmReadiness: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x774420), 48, 5), // ClusterVmReadinessReadyCondition
+        x::TypeEntry::structure(x::Name(0x776520), x::Name(0xbb9c0b), 219, 7), // ClusterVmToolsMonitoringSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x778615), x::Name(0xb4eb08), 226, 0), // CollectorAddressUnset: DvsFault
+        x::TypeEntry::structure(x::Name(0x77af11), x::Name(0xbb9c0b), 226, 4), // ComplianceFailure: DynamicData
+        x::TypeEntry::structure(x::Name(0x77c128), x::Name(0xbb9c0b), 230, 4), // ComplianceFailureComplianceFailureValues: DynamicData
+        x::TypeEntry::structure(x::Name(0x77ea11), x::Name(0xbb9c0b), 234, 2), // ComplianceLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x77fc11), x::Name(0xbb9c0b), 236, 2), // ComplianceProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0x780e10), x::Name(0xbb9c0b), 238, 5), // ComplianceResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x781f16), 53, 4), // ComplianceResultStatus
+        x::TypeEntry::request(x::Name(0x783e1f), 243, 7), // CompositeHostProfileRequestType
+        x::TypeEntry::structure(x::Name(0x785e15), x::Name(0x166ae0c), 250, 1), // CompositePolicyOption: PolicyOption
+        x::TypeEntry::request(x::Name(0x78742c), 251, 4), // ComputeDiskPartitionInfoForResizeRequestType
+        x::TypeEntry::request(x::Name(0x78a123), 255, 4), // ComputeDiskPartitionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x78d519), x::Name(0xbb9c0b), 259, 4), // ComputeResourceConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x78ef19), x::Name(0xbb9c0b), 263, 9), // ComputeResourceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x79091c), x::Name(0xc04213), 272, 1), // ComputeResourceEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x792622), x::Name(0xbb9c0b), 273, 2), // ComputeResourceHostSPBMLicenseInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x794936), 57, 3), // ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState
+        x::TypeEntry::structure(x::Name(0x79801b), x::Name(0xbb9c0b), 275, 1), // ComputeResourceHostSeedSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x799c29), x::Name(0xbb9c0b), 276, 2), // ComputeResourceHostSeedSpecSingleHostSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x79c61e), 60, 2), // ComputeResourceNetworkBootMode
+        x::TypeEntry::structure(x::Name(0x79e516), x::Name(0xbb9c0b), 278, 9), // ComputeResourceSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x79fc10), x::Name(0x1d94808), 287, 0), // ConcurrentAccess: VimFault
+        x::TypeEntry::enumeration(x::Name(0x7a0d13), 62, 3), // ConfigSpecOperation
+        x::TypeEntry::structure(x::Name(0x7a210c), x::Name(0xbb9c0b), 287, 42), // ConfigTarget: DynamicData
+        x::TypeEntry::request(x::Name(0x7a2e1d), 329, 2), // ConfigureCryptoKeyRequestType
+        x::TypeEntry::request(x::Name(0x7a4c21), 331, 3), // ConfigureDatastoreIORMRequestType
+        x::TypeEntry::request(x::Name(0x7a6e26), 334, 3), // ConfigureDatastorePrincipalRequestType
+        x::TypeEntry::request(x::Name(0x7a951b), 337, 3), // ConfigureEvcModeRequestType
+        x::TypeEntry::request(x::Name(0x7ab117), 340, 3), // ConfigureHCIRequestType
+        x::TypeEntry::request(x::Name(0x7ac91d), 343, 2), // ConfigureHostCacheRequestType
+        x::TypeEntry::request(x::Name(0x7ae721), 345, 3), // ConfigureLicenseSourceRequestType
+        x::TypeEntry::request(x::Name(0x7b091f), 348, 2), // ConfigurePowerPolicyRequestType
+        x::TypeEntry::request(x::Name(0x7b2924), 350, 4), // ConfigureStorageDrsForPodRequestType
+        x::TypeEntry::request(x::Name(0x7b4e24), 354, 2), // ConfigureVFlashResourceExRequestType
+        x::TypeEntry::structure(x::Name(0x7b7318), x::Name(0xb4eb08), 356, 1), // ConflictingConfiguration: DvsFault
+        x::TypeEntry::structure(x::Name(0x7b8c1e), x::Name(0xbb9c0b), 357, 2), // ConflictingConfigurationConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x7bab19), x::Name(0x19b140c), 359, 2), // ConflictingDatastoreFound: RuntimeFault
+        x::TypeEntry::request(x::Name(0x7bc522), 361, 2), // ConnectNvmeControllerExRequestType
+        x::TypeEntry::request(x::Name(0x7be820), 363, 2), // ConnectNvmeControllerRequestType
+        x::TypeEntry::structure(x::Name(0x7c090c), x::Name(0x15a0009), 365, 2), // ConnectedIso: OvfExport
+        x::TypeEntry::request(x::Name(0x7c161d), 367, 1), // ConsolidateVMDisksRequestType
+        x::TypeEntry::request(x::Name(0x7c3427), 368, 2), // ContinueRetrievePropertiesExRequestType
+        x::TypeEntry::request(x::Name(0x7c5c29), 370, 3), // ConvertNamespacePathToUuidPathRequestType
+        x::TypeEntry::request(x::Name(0x7c861c), 373, 6), // CopyDatastoreFileRequestType
+        x::TypeEntry::request(x::Name(0x7ca31a), 379, 7), // CopyVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x7cef17), x::Name(0x7d1e0f), 386, 0), // CpuCompatibilityUnknown: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0x7d0716), x::Name(0x210340d), 386, 0), // CpuHotPlugNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x7d1e0f), x::Name(0x1e7f321), 386, 5), // CpuIncompatible: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x7d2e13), x::Name(0x7d1e0f), 391, 8), // CpuIncompatible1ECX: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0x7d4214), x::Name(0x7d1e0f), 399, 6), // CpuIncompatible81EDX: CpuIncompatible
+        x::TypeEntry::request(x::Name(0x7d5716), 405, 3), // CreateAlarmRequestType
+        x::TypeEntry::request(x::Name(0x7d6e18), 408, 3), // CreateChildVMRequestType
+        x::TypeEntry::request(x::Name(0x7d871a), 411, 3), // CreateClusterExRequestType
+        x::TypeEntry::request(x::Name(0x7da218), 414, 3), // CreateClusterRequestType
+        x::TypeEntry::request(x::Name(0x7dbb23), 417, 2), // CreateCollectorForEventsRequestType
+        x::TypeEntry::request(x::Name(0x7ddf22), 419, 2), // CreateCollectorForTasksRequestType
+        x::TypeEntry::request(x::Name(0x7e0230), 421, 3), // CreateCollectorWithInfoFilterForTasksRequestType
+        x::TypeEntry::request(x::Name(0x7e4a1e), 424, 4), // CreateContainerViewRequestType
+        x::TypeEntry::request(x::Name(0x7e6922), 428, 2), // CreateCustomizationSpecRequestType
+        x::TypeEntry::request(x::Name(0x7e8c1c), 430, 2), // CreateDVPortgroupRequestType
+        x::TypeEntry::request(x::Name(0x7ea914), 432, 2), // CreateDVSRequestType
+        x::TypeEntry::request(x::Name(0x7ebe1b), 434, 2), // CreateDatacenterRequestType
+        x::TypeEntry::request(x::Name(0x7eda1f), 436, 4), // CreateDefaultProfileRequestType
+        x::TypeEntry::request(x::Name(0x7efa1b), 440, 3), // CreateDescriptorRequestType
+        x::TypeEntry::request(x::Name(0x7f1624), 443, 2), // CreateDiagnosticPartitionRequestType
+        x::TypeEntry::request(x::Name(0x7f3b1a), 445, 5), // CreateDirectoryRequestType
+        x::TypeEntry::request(x::Name(0x7f5621), 450, 11), // CreateDiskFromSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x7f7815), 461, 2), // CreateDiskRequestType
+        x::TypeEntry::request(x::Name(0x7f8e17), 463, 3), // CreateFilterRequestType
+        x::TypeEntry::request(x::Name(0x7fa617), 466, 2), // CreateFolderRequestType
+        x::TypeEntry::request(x::Name(0x7fbe16), 468, 2), // CreateGroupRequestType
+        x::TypeEntry::request(x::Name(0x7fd51b), 470, 5), // CreateImportSpecRequestType
+        x::TypeEntry::request(x::Name(0x7ff11e), 475, 1), // CreateInventoryViewRequestType
+        x::TypeEntry::request(x::Name(0x801017), 476, 3), // CreateIpPoolRequestType
+        x::TypeEntry::request(x::Name(0x802821), 479, 2), // CreateListViewFromViewRequestType
+        x::TypeEntry::request(x::Name(0x804a19), 481, 2), // CreateListViewRequestType
+        x::TypeEntry::request(x::Name(0x80641f), 483, 3), // CreateLocalDatastoreRequestType
     ],
     decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x33e9904), x::Name(0x13ff016)), // task: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x33e240a), x::Name(0x13ff016)), // targetHost: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x23c0811), x::Name(0x13ff016)), // availableNetworks: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
-        x::FieldEntry::repeated(x::Name(0x2854c0b), x::Name(0xce8416)), // failedHosts: FolderFailedHostResult
-        x::FieldEntry::repeated(x::Name(0x250030f), x::Name(0x13ff016)), // configuredHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x302dd0a), x::Name(0x134210d)), // providerId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2b2860a), x::Name(0x2405e07)), // isDvsValid: boolean
-        x::FieldEntry::required(x::Name(0x2b2680b), x::Name(0x2405e07)), // isDvpgValid: boolean
-        x::FieldEntry::required(x::Name(0x2772508), x::Name(0x13ff016)), // dvSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f80e0b), x::Name(0x3344606)), // pnicDevices: string
-        x::FieldEntry::repeated(x::Name(0x2770212), x::Name(0x68363b)), // dvPortgroupSetting: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::FieldEntry::required(x::Name(0x276e30b), x::Name(0x13ff016)), // dvPortgroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::optional(x::Name(0x2776d07), x::Name(0x3344606)), // dvsName: string
-        x::FieldEntry::optional(x::Name(0x2772508), x::Name(0x13ff016)), // dvSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f80e0b), x::Name(0x3344606)), // pnicDevices: string
-        x::FieldEntry::repeated(x::Name(0x276ef12), x::Name(0x68933f)), // dvPortgroupMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::FieldEntry::optional(x::Name(0x277150f), x::Name(0x8f0115)), // dvPortgroupSpec: DVPortgroupConfigSpec
-        x::FieldEntry::optional(x::Name(0x276e30b), x::Name(0x13ff016)), // dvPortgroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::required(x::Name(0x36f7c0d), x::Name(0x3344606)), // workflowState: string
-        x::FieldEntry::repeated(x::Name(0x277b70a), x::Name(0x681520)), // dvsSetting: ClusterComputeResourceDVSSetting
-        x::FieldEntry::repeated(x::Name(0x250030f), x::Name(0x13ff016)), // configuredHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29c4111), x::Name(0x696f2e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
-        x::FieldEntry::repeated(x::Name(0x2779a07), x::Name(0x687220)), // dvsProf: ClusterComputeResourceDvsProfile
-        x::FieldEntry::optional(x::Name(0x29c4111), x::Name(0x696f2e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
-        x::FieldEntry::optional(x::Name(0x353100e), x::Name(0x19b3e08)), // vSanConfigSpec: SDDCBase
-        x::FieldEntry::optional(x::Name(0x354ae06), x::Name(0x6a621f)), // vcProf: ClusterComputeResourceVCProfile
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a0360b), x::Name(0x69f924)), // hostVmkNics: ClusterComputeResourceHostVmkNicInfo
-        x::FieldEntry::optional(x::Name(0x233171b), x::Name(0x2405e07)), // allowedInNonMaintenanceMode: boolean
-        x::FieldEntry::optional(x::Name(0x2607f0e), x::Name(0xe59a12)), // dateTimeConfig: HostDateTimeConfig
-        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b27411), x::Name(0x2405e07)), // isDvsSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x2b38314), x::Name(0x2405e07)), // isVmknicSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x2b31c11), x::Name(0x2405e07)), // isNtpSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x2b2ef13), x::Name(0x2405e07)), // isLockdownModeValid: boolean
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x156630b)), // action: OptionValue
-        x::FieldEntry::required(x::Name(0x2d97d07), x::Name(0x11f0e12)), // nicSpec: HostVirtualNicSpec
-        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::optional(x::Name(0x2f0960b), x::Name(0x3344606)), // partialMMId: string
-        x::FieldEntry::repeated(x::Name(0x29caa0c), x::Name(0x69d028)), // hostEvacInfo: ClusterComputeResourceHostEvacuationInfo
-        x::FieldEntry::required(x::Name(0x25a2014), x::Name(0x2a94603)), // currentFailoverLevel: int
-        x::FieldEntry::optional(x::Name(0x22ffa14), x::Name(0x6bd81e)), // admissionControlInfo: ClusterDasAdmissionControlInfo
-        x::FieldEntry::required(x::Name(0x2e3840b), x::Name(0x2a94603)), // numVmotions: int
-        x::FieldEntry::optional(x::Name(0x33d590d), x::Name(0x2a94603)), // targetBalance: int
-        x::FieldEntry::optional(x::Name(0x2596b0e), x::Name(0x2a94603)), // currentBalance: int
-        x::FieldEntry::optional(x::Name(0x2759a08), x::Name(0x2a94603)), // drsScore: int
-        x::FieldEntry::repeated(x::Name(0x2e39017), x::Name(0x2a94603)), // numVmsPerDrsScoreBucket: int
-        x::FieldEntry::optional(x::Name(0x34dc10c), x::Name(0x762c13)), // usageSummary: ClusterUsageSummary
-        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x259f419), x::Name(0x3344606)), // currentEVCGraphicsModeKey: string
-        x::FieldEntry::optional(x::Name(0x25d7907), x::Name(0x6ceb0e)), // dasData: ClusterDasData
-        x::FieldEntry::optional(x::Name(0x24a6b1c), x::Name(0x3344606)), // clusterMaintenanceModeStatus: string
-        x::FieldEntry::optional(x::Name(0x354de0f), x::Name(0x3344606)), // vcsHealthStatus: string
-        x::FieldEntry::repeated(x::Name(0x354ee08), x::Name(0x6ad31e)), // vcsSlots: ClusterComputeResourceVcsSlots
-        x::FieldEntry::optional(x::Name(0x24b0f0b), x::Name(0x6b2a13)), // clusterSpec: ClusterConfigSpecEx
-        x::FieldEntry::optional(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
-        x::FieldEntry::optional(x::Name(0x2817512), x::Name(0x3344606)), // evcGraphicsModeKey: string
-        x::FieldEntry::repeated(x::Name(0x2a6cb04), x::Name(0x13d2d12)), // info: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x343c10a), x::Name(0x2a94603)), // totalSlots: int
-        x::FieldEntry::required(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25db30b), x::Name(0x6e3a16)), // dasVmConfig: ClusterDasVmConfigInfo
-        x::FieldEntry::required(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x275a30b), x::Name(0x6feb16)), // drsVmConfig: ClusterDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0x75640f)), // rule: ClusterRuleInfo
-        x::FieldEntry::optional(x::Name(0x33d0c0f), x::Name(0x75b01a)), // systemVMsConfig: ClusterSystemVMsConfigInfo
-        x::FieldEntry::required(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25db30b), x::Name(0x6e3a16)), // dasVmConfig: ClusterDasVmConfigInfo
-        x::FieldEntry::required(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x275a30b), x::Name(0x6feb16)), // drsVmConfig: ClusterDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0x75640f)), // rule: ClusterRuleInfo
-        x::FieldEntry::optional(x::Name(0x2ea800d), x::Name(0x73b418)), // orchestration: ClusterOrchestrationInfo
-        x::FieldEntry::repeated(x::Name(0x360df0f), x::Name(0x76fb1a)), // vmOrchestration: ClusterVmOrchestrationInfo
-        x::FieldEntry::optional(x::Name(0x274dc0d), x::Name(0x6f1214)), // dpmConfigInfo: ClusterDpmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x274ea0d), x::Name(0x6f2718)), // dpmHostConfig: ClusterDpmHostConfigInfo
-        x::FieldEntry::optional(x::Name(0x367a80e), x::Name(0x2223b15)), // vsanConfigInfo: VsanClusterConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3683e0e), x::Name(0x2235812)), // vsanHostConfig: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2930405), x::Name(0x720910)), // group: ClusterGroupInfo
-        x::FieldEntry::optional(x::Name(0x2a6f213), x::Name(0x72c01e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
-        x::FieldEntry::optional(x::Name(0x3001e12), x::Name(0x744f1d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
-        x::FieldEntry::optional(x::Name(0x258c40c), x::Name(0x6b5217)), // cryptoConfig: ClusterCryptoConfigInfo
-        x::FieldEntry::optional(x::Name(0x367b70e), x::Name(0x2227615)), // vsanCoreConfig: VsanClusterCoreConfig
-        x::FieldEntry::optional(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25dbf0f), x::Name(0x6e5116)), // dasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::optional(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x275af0f), x::Name(0x700216)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x317cb09), x::Name(0x75740f)), // rulesSpec: ClusterRuleSpec
-        x::FieldEntry::optional(x::Name(0x33d0c0f), x::Name(0x75f41a)), // systemVMsConfig: ClusterSystemVMsConfigSpec
-        x::FieldEntry::optional(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25dbf0f), x::Name(0x6e5116)), // dasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::optional(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x275af0f), x::Name(0x700216)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x317cb09), x::Name(0x75740f)), // rulesSpec: ClusterRuleSpec
-        x::FieldEntry::optional(x::Name(0x2ea800d), x::Name(0x73b418)), // orchestration: ClusterOrchestrationInfo
-        x::FieldEntry::repeated(x::Name(0x360ef13), x::Name(0x77161a)), // vmOrchestrationSpec: ClusterVmOrchestrationSpec
-        x::FieldEntry::optional(x::Name(0x274d209), x::Name(0x6f1214)), // dpmConfig: ClusterDpmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x274f811), x::Name(0x6f4018)), // dpmHostConfigSpec: ClusterDpmHostConfigSpec
-        x::FieldEntry::optional(x::Name(0x3679d0a), x::Name(0x2223b15)), // vsanConfig: VsanClusterConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3684d12), x::Name(0x2235812)), // vsanHostConfigSpec: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2934209), x::Name(0x721a10)), // groupSpec: ClusterGroupSpec
-        x::FieldEntry::optional(x::Name(0x2a6f213), x::Name(0x72c01e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
-        x::FieldEntry::optional(x::Name(0x3001e12), x::Name(0x744f1d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
-        x::FieldEntry::optional(x::Name(0x2a4260d), x::Name(0x2405e07)), // inHciWorkflow: boolean
-        x::FieldEntry::optional(x::Name(0x258c40c), x::Name(0x6b5217)), // cryptoConfig: ClusterCryptoConfigInfo
-        x::FieldEntry::optional(x::Name(0x367c612), x::Name(0x2228c19)), // vsanCoreConfigSpec: VsanClusterCoreConfigSpec
-        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0xce2c13)), // parent: FolderEventArgument
-        x::FieldEntry::optional(x::Name(0x258eb0a), x::Name(0x3344606)), // cryptoMode: string
-        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x67bd26)), // policy: ClusterComputeResourceCryptoModePolicy
-        x::FieldEntry::repeated(x::Name(0x29c710c), x::Name(0x6ba216)), // hostDasState: ClusterDasAamNodeState
-        x::FieldEntry::repeated(x::Name(0x2fef30c), x::Name(0x3344606)), // primaryHosts: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x24f660b), x::Name(0x3344606)), // configState: string
-        x::FieldEntry::required(x::Name(0x318310c), x::Name(0x3344606)), // runtimeState: string
-        x::FieldEntry::optional(x::Name(0x313df22), x::Name(0x2a94603)), // resourceReductionToToleratePercent: int
-        x::FieldEntry::optional(x::Name(0x2ee081b), x::Name(0x2405e07)), // pMemAdmissionControlEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x25d810b), x::Name(0x6e0a12)), // dasHostInfo: ClusterDasHostInfo
-        x::FieldEntry::optional(x::Name(0x362e80d), x::Name(0x6c362f)), // vmcpSupported: ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo
-        x::FieldEntry::repeated(x::Name(0x29ad416), x::Name(0x951d19)), // heartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
-        x::FieldEntry::required(x::Name(0x331fc13), x::Name(0x2405e07)), // storageAPDSupported: boolean
-        x::FieldEntry::required(x::Name(0x332b113), x::Name(0x2405e07)), // storagePDLSupported: boolean
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x35e510c), x::Name(0x3344606)), // vmMonitoring: string
-        x::FieldEntry::optional(x::Name(0x29e2f0e), x::Name(0x3344606)), // hostMonitoring: string
-        x::FieldEntry::optional(x::Name(0x35bbf15), x::Name(0x3344606)), // vmComponentProtecting: string
-        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x2300f16), x::Name(0x6bf720)), // admissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::FieldEntry::optional(x::Name(0x22fe217), x::Name(0x2405e07)), // admissionControlEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x264c711), x::Name(0x6e6814)), // defaultVmSettings: ClusterDasVmSettings
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::repeated(x::Name(0x29ac112), x::Name(0x13ff016)), // heartbeatDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2971f1a), x::Name(0x3344606)), // hBDatastoreCandidatePolicy: string
         x::FieldEntry::required(x::Name(0x29d840f), x::Name(0x2be5304)), // hostListVersion: long
         x::FieldEntry::required(x::Name(0x24a0614), x::Name(0x2be5304)), // clusterConfigVersion: long
         x::FieldEntry::required(x::Name(0x24cb311), x::Name(0x2be5304)), // compatListVersion: long
@@ -275,29 +232,441 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
         x::FieldEntry::repeated(x::Name(0x287a00a), x::Name(0x6fa31a)), // faultsByVm: ClusterDrsFaultsFaultsByVm
         x::FieldEntry::optional(x::Name(0x26fca04), x::Name(0x1e1190d)), // disk: VirtualDiskId
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2566507), x::Name(0x2a94603)), // cpuLoad: int
+        x::FieldEntry::optional(x::Name(0x2c7f50a), x::Name(0x2be5304)), // memoryLoad: long
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x328500d), x::Name(0x2a94603)), // sourceCpuLoad: int
+        x::FieldEntry::optional(x::Name(0x3291310), x::Name(0x2be5304)), // sourceMemoryLoad: long
+        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x13ff016)), // destination: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2684012), x::Name(0x2a94603)), // destinationCpuLoad: int
+        x::FieldEntry::optional(x::Name(0x2688a15), x::Name(0x2be5304)), // destinationMemoryLoad: long
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x307480a), x::Name(0x3344606)), // reasonText: string
+        x::FieldEntry::repeated(x::Name(0x2cb2d0d), x::Name(0x6fbe13)), // migrationList: ClusterDrsMigration
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0xb16e0b)), // behavior: DrsBehavior
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6feb16)), // info: ClusterDrsVmConfigInfo
+        x::FieldEntry::required(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
+        x::FieldEntry::required(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x336d810), x::Name(0xbcfe07)), // supportedEVCMode: EVCMode
+        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
+        x::FieldEntry::repeated(x::Name(0x2935d15), x::Name(0xe2ca0d)), // guaranteedCPUFeatures: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x288830b), x::Name(0xeacc0f)), // featureMask: HostFeatureMask
+        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6a1e25)), // info: ClusterComputeResourceMaintenanceInfo
+        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x6f6e10)), // fault: ClusterDrsFaults
+        x::FieldEntry::repeated(x::Name(0x29fac0a), x::Name(0x70ca31)), // hostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x285bb0d), x::Name(0x13ff016)), // failoverHosts: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
+        x::FieldEntry::required(x::Name(0x25a2014), x::Name(0x2a94603)), // currentFailoverLevel: int
+        x::FieldEntry::required(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
+        x::FieldEntry::optional(x::Name(0x3243a0a), x::Name(0x758411)), // slotPolicy: ClusterSlotPolicy
+        x::FieldEntry::required(x::Name(0x2599d22), x::Name(0x2a94603)), // currentCpuFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x25a8c25), x::Name(0x2a94603)), // currentMemoryFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x25ac523), x::Name(0x2a94603)), // currentPMemFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x2559f1b), x::Name(0x2a94603)), // cpuFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x2c7ab1e), x::Name(0x2a94603)), // memoryFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
+        x::FieldEntry::optional(x::Name(0x23a2316), x::Name(0x2405e07)), // autoComputePercentages: boolean
+        x::FieldEntry::optional(x::Name(0x2ee431c), x::Name(0x2a94603)), // pMemFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x239fb27), x::Name(0x2405e07)), // autoComputePMemFailoverResourcesPercent: boolean
+        x::FieldEntry::required(x::Name(0x2553a03), x::Name(0x2a94603)), // cpu: int
+        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x2a94603)), // memory: int
+        x::FieldEntry::required(x::Name(0x35de10b), x::Name(0x3344606)), // vmGroupName: string
+        x::FieldEntry::repeated(x::Name(0x29d050d), x::Name(0x3344606)), // hostGroupName: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x34f6b0b), x::Name(0x2405e07)), // userCreated: boolean
+        x::FieldEntry::optional(x::Name(0x3484108), x::Name(0x3344606)), // uniqueID: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x720910)), // info: ClusterGroupInfo
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e9070d), x::Name(0x3344606)), // operationType: string
+        x::FieldEntry::required(x::Name(0x2e9070d), x::Name(0x106ab16)), // operationType: HostPowerOperationType
+        x::FieldEntry::optional(x::Name(0x2fb1314), x::Name(0x2a94603)), // powerConsumptionWatt: int
+        x::FieldEntry::optional(x::Name(0x2556c0e), x::Name(0x2a94603)), // cpuCapacityMHz: int
+        x::FieldEntry::optional(x::Name(0x2c6f60d), x::Name(0x2a94603)), // memCapacityMB: int
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0x3344606)), // behavior: string
+        x::FieldEntry::optional(x::Name(0x2cd3413), x::Name(0x3344606)), // moderateRemediation: string
+        x::FieldEntry::optional(x::Name(0x320e711), x::Name(0x3344606)), // severeRemediation: string
+        x::FieldEntry::repeated(x::Name(0x302e809), x::Name(0x3344606)), // providers: string
+        x::FieldEntry::required(x::Name(0x33e240a), x::Name(0x13ff016)), // targetHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e82e06), x::Name(0x3344606)), // opType: string
+        x::FieldEntry::optional(x::Name(0x356bb06), x::Name(0x3344606)), // vibUrl: string
+        x::FieldEntry::optional(x::Name(0x2757a0c), x::Name(0x6fbe13)), // drsMigration: ClusterDrsMigration
+        x::FieldEntry::required(x::Name(0x2d58f10), x::Name(0x13ff016)), // networkPortGroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2aeca0a), x::Name(0x89dd17)), // ipSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x264b412), x::Name(0x773112)), // defaultVmReadiness: ClusterVmReadiness
+        x::FieldEntry::repeated(x::Name(0x2389c09), x::Name(0x672216)), // attempted: ClusterAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x2db7a0c), x::Name(0x739a19)), // notAttempted: ClusterNotAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x2cdec0b), x::Name(0x13ff016)), // monitoredVm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fd7b0d), x::Name(0x13ff016)), // preemptibleVm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x74151c)), // info: ClusterPreemptibleVmPairInfo
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x24dad0d), x::Name(0x77fc11)), // complyProfile: ComplianceProfile
+        x::FieldEntry::optional(x::Name(0x24dad0d), x::Name(0x77fc11)), // complyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x31f8a0b), x::Name(0x3344606)), // serviceType: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x307480a), x::Name(0x3344606)), // reasonText: string
+        x::FieldEntry::optional(x::Name(0x36bd20b), x::Name(0x3344606)), // warningText: string
+        x::FieldEntry::optional(x::Name(0x36bc30e), x::Name(0x13d2d12)), // warningDetails: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2fde90c), x::Name(0x3344606)), // prerequisite: string
+        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x66cb0d)), // action: ClusterAction
+        x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x257110a), x::Name(0x2a94603)), // cpuUsedMHz: int
+        x::FieldEntry::required(x::Name(0x2556c0e), x::Name(0x2a94603)), // cpuCapacityMHz: int
+        x::FieldEntry::required(x::Name(0x2c72f09), x::Name(0x2a94603)), // memUsedMB: int
+        x::FieldEntry::required(x::Name(0x2c6f60d), x::Name(0x2a94603)), // memCapacityMB: int
+        x::FieldEntry::optional(x::Name(0x2ee240f), x::Name(0x2be5304)), // pMemAvailableMB: long
+        x::FieldEntry::optional(x::Name(0x2ee340e), x::Name(0x2be5304)), // pMemCapacityMB: long
+        x::FieldEntry::required(x::Name(0x333b40d), x::Name(0x2be5304)), // storageUsedMB: long
+        x::FieldEntry::required(x::Name(0x3324b11), x::Name(0x2be5304)), // storageCapacityMB: long
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2c0c009), x::Name(0x2405e07)), // mandatory: boolean
+        x::FieldEntry::optional(x::Name(0x34f6b0b), x::Name(0x2405e07)), // userCreated: boolean
+        x::FieldEntry::optional(x::Name(0x2a3fc0c), x::Name(0x2405e07)), // inCompliance: boolean
+        x::FieldEntry::optional(x::Name(0x317bc08), x::Name(0x3344606)), // ruleUuid: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x75640f)), // info: ClusterRuleInfo
+        x::FieldEntry::required(x::Name(0x2e77509), x::Name(0x3344606)), // oldStatus: string
+        x::FieldEntry::required(x::Name(0x2d82109), x::Name(0x3344606)), // newStatus: string
+        x::FieldEntry::repeated(x::Name(0x232ea11), x::Name(0x13ff016)), // allowedDatastores: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2db5714), x::Name(0x13ff016)), // notAllowedDatastores: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x275e018), x::Name(0x3344606)), // dsTagCategoriesToExclude: string
+        x::FieldEntry::optional(x::Name(0x2663d0e), x::Name(0x3344606)), // deploymentMode: string
+        x::FieldEntry::repeated(x::Name(0x232ea11), x::Name(0x6ec71a)), // allowedDatastores: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x2db5714), x::Name(0x6ec71a)), // notAllowedDatastores: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x275e018), x::Name(0x760f1c)), // dsTagCategoriesToExclude: ClusterTagCategoryUpdateSpec
+        x::FieldEntry::optional(x::Name(0x2663d0e), x::Name(0x3344606)), // deploymentMode: string
+        x::FieldEntry::optional(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::required(x::Name(0x3434213), x::Name(0x2a94603)), // totalCpuCapacityMhz: int
+        x::FieldEntry::required(x::Name(0x3439512), x::Name(0x2a94603)), // totalMemCapacityMB: int
+        x::FieldEntry::required(x::Name(0x256e411), x::Name(0x2a94603)), // cpuReservationMhz: int
+        x::FieldEntry::required(x::Name(0x2c71e10), x::Name(0x2a94603)), // memReservationMB: int
+        x::FieldEntry::optional(x::Name(0x2fc0e1b), x::Name(0x2a94603)), // poweredOffCpuReservationMhz: int
+        x::FieldEntry::optional(x::Name(0x2fc2a1a), x::Name(0x2a94603)), // poweredOffMemReservationMB: int
+        x::FieldEntry::required(x::Name(0x255830c), x::Name(0x2a94603)), // cpuDemandMhz: int
+        x::FieldEntry::required(x::Name(0x2c7040b), x::Name(0x2a94603)), // memDemandMB: int
+        x::FieldEntry::required(x::Name(0x331600e), x::Name(0x2be5304)), // statsGenNumber: long
+        x::FieldEntry::required(x::Name(0x255900e), x::Name(0x2a94603)), // cpuEntitledMhz: int
+        x::FieldEntry::required(x::Name(0x2c7100d), x::Name(0x2a94603)), // memEntitledMB: int
+        x::FieldEntry::required(x::Name(0x2fc6211), x::Name(0x2a94603)), // poweredOffVmCount: int
+        x::FieldEntry::required(x::Name(0x343d90c), x::Name(0x2a94603)), // totalVmCount: int
+        x::FieldEntry::optional(x::Name(0x3409212), x::Name(0x2a94603)), // tier0MemCapacityMB: int
+        x::FieldEntry::optional(x::Name(0x3125712), x::Name(0x2a94603)), // reservedTier0MemMB: int
+        x::FieldEntry::optional(x::Name(0x34a8314), x::Name(0x2a94603)), // unreservedTier0MemMB: int
+        x::FieldEntry::optional(x::Name(0x361d019), x::Name(0x3344606)), // vmStorageProtectionForAPD: string
+        x::FieldEntry::optional(x::Name(0x27a2a18), x::Name(0x2405e07)), // enableAPDTimeoutForHosts: boolean
+        x::FieldEntry::optional(x::Name(0x3621419), x::Name(0x2a94603)), // vmTerminateDelayForAPDSec: int
+        x::FieldEntry::optional(x::Name(0x3616516), x::Name(0x3344606)), // vmReactionOnAPDCleared: string
+        x::FieldEntry::optional(x::Name(0x361ea19), x::Name(0x3344606)), // vmStorageProtectionForPDL: string
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x35de10b), x::Name(0x3344606)), // vmGroupName: string
+        x::FieldEntry::optional(x::Name(0x2306813), x::Name(0x3344606)), // affineHostGroupName: string
+        x::FieldEntry::optional(x::Name(0x2343717), x::Name(0x3344606)), // antiAffineHostGroupName: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3617c0b), x::Name(0x773112)), // vmReadiness: ClusterVmReadiness
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x76fb1a)), // info: ClusterVmOrchestrationInfo
+        x::FieldEntry::optional(x::Name(0x307050e), x::Name(0x3344606)), // readyCondition: string
+        x::FieldEntry::optional(x::Name(0x2fafe0e), x::Name(0x2a94603)), // postReadyDelay: int
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x35e510c), x::Name(0x3344606)), // vmMonitoring: string
+        x::FieldEntry::optional(x::Name(0x24aff0f), x::Name(0x2405e07)), // clusterSettings: boolean
+        x::FieldEntry::optional(x::Name(0x286500f), x::Name(0x2a94603)), // failureInterval: int
+        x::FieldEntry::optional(x::Name(0x2cbe209), x::Name(0x2a94603)), // minUpTime: int
+        x::FieldEntry::optional(x::Name(0x2c27c0b), x::Name(0x2a94603)), // maxFailures: int
+        x::FieldEntry::optional(x::Name(0x2c26b10), x::Name(0x2a94603)), // maxFailureWindow: int
+        x::FieldEntry::required(x::Name(0x2866e0b), x::Name(0x3344606)), // failureType: string
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
+        x::FieldEntry::repeated(x::Name(0x2867a0d), x::Name(0x77c128)), // failureValues: ComplianceFailureComplianceFailureValues
+        x::FieldEntry::required(x::Name(0x24c9214), x::Name(0x3344606)), // comparisonIdentifier: string
+        x::FieldEntry::optional(x::Name(0x301150f), x::Name(0x3344606)), // profileInstance: string
+        x::FieldEntry::optional(x::Name(0x2a02c09), x::Name(0x234a207)), // hostValue: anyType
+        x::FieldEntry::optional(x::Name(0x301760c), x::Name(0x234a207)), // profileValue: anyType
+        x::FieldEntry::required(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
+        x::FieldEntry::required(x::Name(0x235b809), x::Name(0x16c0f13)), // applyPath: ProfilePropertyPath
+        x::FieldEntry::repeated(x::Name(0x283e50a), x::Name(0x16a8c11)), // expression: ProfileExpression
+        x::FieldEntry::required(x::Name(0x316f30e), x::Name(0x3344606)), // rootExpression: string
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24d9210), x::Name(0x3344606)), // complianceStatus: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x247d109), x::Name(0x2607608)), // checkTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x77af11)), // failure: ComplianceFailure
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0x13ff016)), // targets: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0xdc2c10)), // toBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3418510), x::Name(0xdc2c10)), // toBeReplacedWith: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x27ac116), x::Name(0xdc2c10)), // enableStatusToBeCopied: HostApplyProfile
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x166ae0c)), // option: PolicyOption
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x10f8d15)), // partition: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x23fd30a), x::Name(0xe8b51b)), // blockRange: HostDiskPartitionBlockRange
+        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
+        x::FieldEntry::required(x::Name(0x362040f), x::Name(0x3344606)), // vmSwapPlacement: string
+        x::FieldEntry::optional(x::Name(0x32b4b0b), x::Name(0x2405e07)), // spbmEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x362040f), x::Name(0x3344606)), // vmSwapPlacement: string
+        x::FieldEntry::optional(x::Name(0x32b4b0b), x::Name(0x2405e07)), // spbmEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2672613), x::Name(0x9d1e13)), // desiredSoftwareSpec: DesiredSoftwareSpec
+        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x27a5e13), x::Name(0x2405e07)), // enableConfigManager: boolean
+        x::FieldEntry::optional(x::Name(0x29f4d0c), x::Name(0x79801b)), // hostSeedSpec: ComputeResourceHostSeedSpec
+        x::FieldEntry::optional(x::Name(0x3273e0e), x::Name(0x3344606)), // softwareSpecId: string
+        x::FieldEntry::optional(x::Name(0x2d4970f), x::Name(0x3344606)), // networkBootMode: string
+        x::FieldEntry::required(x::Name(0x24e790f), x::Name(0x13ff016)), // computeResource: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba2d0c), x::Name(0x794936)), // licenseState: ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState
+        x::FieldEntry::required(x::Name(0x323180e), x::Name(0x799c29)), // singleHostSpec: ComputeResourceHostSeedSpecSingleHostSpec
+        x::FieldEntry::optional(x::Name(0x2d79d0e), x::Name(0xe28f0f)), // newHostCnxSpec: HostConnectSpec
+        x::FieldEntry::optional(x::Name(0x282830c), x::Name(0x13ff016)), // existingHost: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3433908), x::Name(0x2a94603)), // totalCpu: int
+        x::FieldEntry::required(x::Name(0x343a80b), x::Name(0x2be5304)), // totalMemory: long
+        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x279020c), x::Name(0x2a94603)), // effectiveCpu: int
+        x::FieldEntry::required(x::Name(0x2790f0f), x::Name(0x2be5304)), // effectiveMemory: long
+        x::FieldEntry::required(x::Name(0x2df5908), x::Name(0x2a94603)), // numHosts: int
+        x::FieldEntry::required(x::Name(0x2df1e11), x::Name(0x2a94603)), // numEffectiveHosts: int
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2dee607), x::Name(0x2a94603)), // numCpus: int
+        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x2a94603)), // numCpuCores: int
+        x::FieldEntry::required(x::Name(0x2e0280c), x::Name(0x2a94603)), // numNumaNodes: int
+        x::FieldEntry::optional(x::Name(0x2c2330e), x::Name(0x2a94603)), // maxCpusPerHost: int
+        x::FieldEntry::optional(x::Name(0x3253e0a), x::Name(0x2405e07)), // smcPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x1ee1c1b)), // datastore: VirtualMachineDatastoreInfo
+        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0x1f75f19)), // network: VirtualMachineNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x2e8400d), x::Name(0x155a117)), // opaqueNetwork: OpaqueNetworkTargetInfo
+        x::FieldEntry::repeated(x::Name(0x273101b), x::Name(0xa9331f)), // distributedVirtualPortgroup: DistributedVirtualPortgroupInfo
+        x::FieldEntry::repeated(x::Name(0x2732c18), x::Name(0xad241c)), // distributedVirtualSwitch: DistributedVirtualSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x335220a), x::Name(0x1b1620a)), // subnetInfo: SubnetInfo
+        x::FieldEntry::repeated(x::Name(0x244ab05), x::Name(0x1eb2517)), // cdRom: VirtualMachineCdromInfo
+        x::FieldEntry::repeated(x::Name(0x31de406), x::Name(0x1faf818)), // serial: VirtualMachineSerialInfo
+        x::FieldEntry::repeated(x::Name(0x2efae08), x::Name(0x1f7991a)), // parallel: VirtualMachineParallelInfo
+        x::FieldEntry::repeated(x::Name(0x3281305), x::Name(0x1fb9717)), // sound: VirtualMachineSoundInfo
+        x::FieldEntry::repeated(x::Name(0x34dce03), x::Name(0x1fd8915)), // usb: VirtualMachineUsbInfo
+        x::FieldEntry::repeated(x::Name(0x28c9706), x::Name(0x1f30a18)), // floppy: VirtualMachineFloppyInfo
+        x::FieldEntry::repeated(x::Name(0x2b8ec11), x::Name(0x1f53925)), // legacyNetworkInfo: VirtualMachineLegacyNetworkSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x31af40f), x::Name(0x1fab421)), // scsiPassthrough: VirtualMachineScsiPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x31ab108), x::Name(0x1fa9320)), // scsiDisk: VirtualMachineScsiDiskDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x2a30407), x::Name(0x1f4941f)), // ideDisk: VirtualMachineIdeDiskDeviceInfo
+        x::FieldEntry::required(x::Name(0x2c2e913), x::Name(0x2a94603)), // maxMemMBOptimalPerf: int
+        x::FieldEntry::optional(x::Name(0x3374911), x::Name(0x2a94603)), // supportedMaxMemMB: int
+        x::FieldEntry::optional(x::Name(0x3135c0c), x::Name(0x192eb17)), // resourcePool: ResourcePoolRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x23b500b), x::Name(0x2405e07)), // autoVmotion: boolean
+        x::FieldEntry::repeated(x::Name(0x2f26a0e), x::Name(0x1f7b420)), // pciPassthrough: VirtualMachinePciPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x32ccf05), x::Name(0x1fbd117)), // sriov: VirtualMachineSriovInfo
+        x::FieldEntry::repeated(x::Name(0x352230c), x::Name(0x1fdd61e)), // vFlashModule: VirtualMachineVFlashModuleInfo
+        x::FieldEntry::repeated(x::Name(0x321b719), x::Name(0x1f7d529)), // sharedGpuPassthroughTypes: VirtualMachinePciSharedGpuPassthroughInfo
+        x::FieldEntry::optional(x::Name(0x23c4c26), x::Name(0x2be5304)), // availablePersistentMemoryReservationMB: long
+        x::FieldEntry::repeated(x::Name(0x2784012), x::Name(0x1f06724)), // dynamicPassthrough: VirtualMachineDynamicPassthroughInfo
+        x::FieldEntry::optional(x::Name(0x3212c0d), x::Name(0x1fb451b)), // sgxTargetInfo: VirtualMachineSgxTargetInfo
+        x::FieldEntry::repeated(x::Name(0x2fd3e12), x::Name(0x1f85120)), // precisionClockInfo: VirtualMachinePrecisionClockInfo
+        x::FieldEntry::optional(x::Name(0x320da0c), x::Name(0x2405e07)), // sevSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x356430e), x::Name(0x1fff31c)), // vgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x3567d0f), x::Name(0x200101d)), // vgpuProfileInfo: VirtualMachineVgpuProfileInfo
+        x::FieldEntry::repeated(x::Name(0x3553415), x::Name(0x1ff5423)), // vendorDeviceGroupInfo: VirtualMachineVendorDeviceGroupInfo
+        x::FieldEntry::optional(x::Name(0x2c49316), x::Name(0x2a94603)), // maxSimultaneousThreads: int
+        x::FieldEntry::repeated(x::Name(0x277f10c), x::Name(0x1f04c1a)), // dvxClassInfo: VirtualMachineDvxClassInfo
+        x::FieldEntry::optional(x::Name(0x320c10f), x::Name(0x2405e07)), // sevSnpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33f360c), x::Name(0x2405e07)), // tdxSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x352bb10), x::Name(0x2be5304)), // vMotionBandwidth: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1af7f15)), // spec: StorageIORMConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
+        x::FieldEntry::optional(x::Name(0x2817512), x::Name(0x3344606)), // evcGraphicsModeKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b0f0b), x::Name(0x68f723)), // clusterSpec: ClusterComputeResourceHCIConfigSpec
+        x::FieldEntry::repeated(x::Name(0x29d320a), x::Name(0x69422c)), // hostInputs: ClusterComputeResourceHostConfigurationInput
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xddac1a)), // spec: HostCacheConfigurationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba1f0d), x::Name(0x139ef0d)), // licenseSource: LicenseSource
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1acdb14)), // spec: StorageDrsConfigSpec
+        x::FieldEntry::required(x::Name(0x2cd8606), x::Name(0x2405e07)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::repeated(x::Name(0x24edd10), x::Name(0x7b8c1e)), // configInConflict: ConflictingConfigurationConfig
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302620c), x::Name(0x3344606)), // propertyPath: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x251600b), x::Name(0x1004f13)), // connectSpec: HostNvmeConnectSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x251600b), x::Name(0x1004f13)), // connectSpec: HostNvmeConnectSpec
+        x::FieldEntry::required(x::Name(0x244c005), x::Name(0x1da780c)), // cdrom: VirtualCdrom
+        x::FieldEntry::required(x::Name(0x28a3c08), x::Name(0x3344606)), // filename: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d19d0c), x::Name(0x3344606)), // namespaceUrl: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x329240a), x::Name(0x3344606)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x13ff016)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x268a00f), x::Name(0x3344606)), // destinationName: string
+        x::FieldEntry::optional(x::Name(0x2685315), x::Name(0x13ff016)), // destinationDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x329240a), x::Name(0x3344606)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x13ff016)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x13ff016)), // destDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x267df08), x::Name(0x1e3d10f)), // destSpec: VirtualDiskSpec
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::required(x::Name(0x30b550c), x::Name(0x3344606)), // registerName: string
+        x::FieldEntry::optional(x::Name(0x30b480c), x::Name(0x3344606)), // registerBits: string
+        x::FieldEntry::optional(x::Name(0x267050b), x::Name(0x3344606)), // desiredBits: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32d4604), x::Name(0x2405e07)), // sse3: boolean
+        x::FieldEntry::optional(x::Name(0x2f2c909), x::Name(0x2405e07)), // pclmulqdq: boolean
+        x::FieldEntry::required(x::Name(0x32ddb05), x::Name(0x2405e07)), // ssse3: boolean
+        x::FieldEntry::required(x::Name(0x32d4b05), x::Name(0x2405e07)), // sse41: boolean
+        x::FieldEntry::required(x::Name(0x32d5105), x::Name(0x2405e07)), // sse42: boolean
+        x::FieldEntry::optional(x::Name(0x2305603), x::Name(0x2405e07)), // aes: boolean
+        x::FieldEntry::required(x::Name(0x2eadc05), x::Name(0x2405e07)), // other: boolean
+        x::FieldEntry::required(x::Name(0x2ec5009), x::Name(0x2405e07)), // otherOnly: boolean
+        x::FieldEntry::required(x::Name(0x2e5c602), x::Name(0x2405e07)), // nx: boolean
+        x::FieldEntry::required(x::Name(0x2892f05), x::Name(0x2405e07)), // ffxsr: boolean
+        x::FieldEntry::required(x::Name(0x3069806), x::Name(0x2405e07)), // rdtscp: boolean
+        x::FieldEntry::required(x::Name(0x2bbea02), x::Name(0x2405e07)), // lm: boolean
+        x::FieldEntry::required(x::Name(0x2eadc05), x::Name(0x2405e07)), // other: boolean
+        x::FieldEntry::required(x::Name(0x2ec5009), x::Name(0x2405e07)), // otherOnly: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x77b09)), // spec: AlarmSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1ecbb18)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x6b2a13)), // spec: ClusterConfigSpecEx
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x6b1811)), // spec: ClusterConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0xc26b0f)), // filter: EventFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0x1b3160e)), // filter: TaskFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0x1b3160e)), // filter: TaskFilterSpec
+        x::FieldEntry::optional(x::Name(0x2a6d00a), x::Name(0x1b3b912)), // infoFilter: TaskInfoFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2536c09), x::Name(0x13ff016)), // container: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b47204), x::Name(0x8c0115)), // item: CustomizationSpecItem
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8f0115)), // spec: DVPortgroupConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x905e0d)), // spec: DVSCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3015a0b), x::Name(0x3344606)), // profileType: string
+        x::FieldEntry::optional(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x244b103), x::Name(0x1588519)), // cdp: OvfCreateDescriptorParams
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe71d21)), // spec: HostDiagnosticPartitionCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2726a0b), x::Name(0x3344606)), // displayName: string
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::optional(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2b2e10d), x::Name(0x2405e07)), // isLinkedClone: boolean
+        x::FieldEntry::optional(x::Name(0x33e3808), x::Name(0x1243a02)), // targetId: ID
+        x::FieldEntry::optional(x::Name(0x33da60f), x::Name(0x13ff016)), // targetDatastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228710e)), // spec: VslmCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x16cf912)), // spec: PropertyFilterSpec
+        x::FieldEntry::required(x::Name(0x2f0b90e), x::Name(0x2405e07)), // partialUpdates: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0xdb2a0f)), // group: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x3135c0c), x::Name(0x13ff016)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2491904), x::Name(0x158b919)), // cisp: OvfCreateImportSpecParams
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x1314606)), // pool: IpPool
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3571204), x::Name(0x13ff016)), // view: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
     ],
     values: &[
-        x::Name(0x2a4b70b), // in_progress
-        x::Name(0x2746a04), // done
-        x::Name(0x2aa9b07), // invalid
-        x::Name(0x29aaf07), // healthy
-        x::Name(0x2650108), // degraded
-        x::Name(0x2db040a), // nonhealthy
-        x::Name(0x2e79a08), // onDemand
-        x::Name(0x28cc60b), // forceEnable
-        x::Name(0x3481b0d), // uninitialized
-        x::Name(0x2a7b00b), // initialized
-        x::Name(0x250610b), // configuring
-        x::Name(0x347a70d), // unconfiguring
-        x::Name(0x3181507), // running
-        x::Name(0x2801305), // error
-        x::Name(0x230e30d), // agentShutdown
-        x::Name(0x2da3c0a), // nodeFailed
-        x::Name(0x3509a0e), // userSelectedDs
-        x::Name(0x231a10d), // allFeasibleDs
-        x::Name(0x231af1f), // allFeasibleDsWithUserPreference
-        x::Name(0x26e4608), // disabled
-        x::Name(0x27af207), // enabled
         x::Name(0x35e5e14), // vmMonitoringDisabled
         x::Name(0x35e7310), // vmMonitoringOnly
         x::Name(0x35b7512), // vmAndAppMonitoring
@@ -323,81 +692,203 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x29b0a04), // high
         x::Name(0x29b3e07), // highest
         x::Name(0x24ae816), // clusterRestartPriority
+        x::Name(0x27eaa0f), // enterQuarantine
+        x::Name(0x282b50e), // exitQuarantine
+        x::Name(0x27e9910), // enterMaintenance
+        x::Name(0x1400706), // Manual
+        x::Name(0x5a3409), // Automated
+        x::Name(0x16d6e0e), // QuarantineMode
+        x::Name(0x13f230f), // MaintenanceMode
+        x::Name(0x156a417), // OverrideAutomationLevel
+        x::Name(0x18f4310), // ReserveResources
+        x::Name(0x8e2903), // DRS
+        x::Name(0xd90a02), // HA
+        x::Name(0x8e2003), // DPM
+        x::Name(0xc73b02), // FT
+        x::Name(0x19bfa0e), // SYSTEM_MANAGED
+        x::Name(0x8806), // ABSENT
+        x::Name(0x26e4608), // disabled
+        x::Name(0x36bbb07), // warning
+        x::Name(0x3145013), // restartConservative
+        x::Name(0x3143e11), // restartAggressive
+        x::Name(0x24a1b0e), // clusterDefault
+        x::Name(0x2daff04), // none
+        x::Name(0x3126a05), // reset
+        x::Name(0x34e4311), // useClusterDefault
+        x::Name(0x2daff04), // none
+        x::Name(0x2fc7409), // poweredOn
+        x::Name(0x2942b12), // guestHbStatusGreen
+        x::Name(0x234c410), // appHbStatusGreen
+        x::Name(0x34e4311), // useClusterDefault
+        x::Name(0x24da309), // compliant
+        x::Name(0x2da9f0c), // nonCompliant
+        x::Name(0x3488b07), // unknown
+        x::Name(0x3181507), // running
+        x::Name(0x2ba3a08), // licensed
+        x::Name(0x348d80a), // unlicensed
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2414009), // bootstrap
+        x::Name(0x32fff09), // stateless
+        x::Name(0x22eb903), // add
+        x::Name(0x278e604), // edit
+        x::Name(0x30d8106), // remove
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        1 => return Some(x::decode_struct_object::<ClusterDasData>(r)),
+        2 => return Some(x::decode_struct_object::<ClusterDasDataSummary>(r)),
+        #[cfg(feature = "admin")] 3 => return Some(x::decode_struct_object::<ClusterDasFailoverLevelAdvancedRuntimeInfo>(r)),
+        #[cfg(feature = "admin")] 4 => return Some(x::decode_struct_object::<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>(r)),
+        #[cfg(feature = "admin")] 5 => return Some(x::decode_struct_object::<ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo>(r)),
+        #[cfg(feature = "admin")] 6 => return Some(x::decode_struct_object::<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>(r)),
+        8 => return Some(x::decode_struct_object::<ClusterDasFdmHostState>(r)),
+        #[cfg(feature = "admin")] 9 => return Some(x::decode_struct_object::<ClusterDasHostInfo>(r)),
+        10 => return Some(x::decode_struct_object::<ClusterDasHostRecommendation>(r)),
+        11 => return Some(x::decode_struct_object::<ClusterDasVmConfigInfo>(r)),
+        12 => return Some(x::decode_struct_object::<ClusterDasVmConfigSpec>(r)),
+        13 => return Some(x::decode_struct_object::<ClusterDasVmSettings>(r)),
+        16 => return Some(x::decode_struct_object::<ClusterDatastoreUpdateSpec>(r)),
+        17 => return Some(x::decode_struct_object::<ClusterDependencyRuleInfo>(r)),
+        #[cfg(feature = "all-events")] 18 => return Some(x::decode_struct_object::<ClusterDestroyedEvent>(r)),
+        19 => return Some(x::decode_struct_object::<ClusterDpmConfigInfo>(r)),
+        20 => return Some(x::decode_struct_object::<ClusterDpmHostConfigInfo>(r)),
+        21 => return Some(x::decode_struct_object::<ClusterDpmHostConfigSpec>(r)),
+        22 => return Some(x::decode_struct_object::<ClusterDrsConfigInfo>(r)),
+        23 => return Some(x::decode_struct_object::<ClusterDrsFaults>(r)),
+        24 => return Some(x::decode_struct_object::<ClusterDrsFaultsFaultsByVirtualDisk>(r)),
+        25 => return Some(x::decode_struct_object::<ClusterDrsFaultsFaultsByVm>(r)),
+        26 => return Some(x::decode_struct_object::<ClusterDrsMigration>(r)),
+        #[cfg(feature = "admin")] 27 => return Some(x::decode_struct_object::<ClusterDrsRecommendation>(r)),
+        28 => return Some(x::decode_struct_object::<ClusterDrsVmConfigInfo>(r)),
+        29 => return Some(x::decode_struct_object::<ClusterDrsVmConfigSpec>(r)),
+        30 => return Some(x::decode_struct_object::<ClusterEVCManagerCheckResult>(r)),
+        #[cfg(feature = "admin")] 31 => return Some(x::decode_struct_object::<ClusterEVCManagerEVCState>(r)),
+        33 => return Some(x::decode_struct_object::<ClusterEnterMaintenanceResult>(r)),
+        #[cfg(feature = "all-events")] 34 => return Some(x::decode_struct_object::<ClusterEvent>(r)),
+        35 => return Some(x::decode_struct_object::<ClusterFailoverHostAdmissionControlInfo>(r)),
+        36 => return Some(x::decode_struct_object::<ClusterFailoverHostAdmissionControlInfoHostStatus>(r)),
+        37 => return Some(x::decode_struct_object::<ClusterFailoverHostAdmissionControlPolicy>(r)),
+        38 => return Some(x::decode_struct_object::<ClusterFailoverLevelAdmissionControlInfo>(r)),
+        39 => return Some(x::decode_struct_object::<ClusterFailoverLevelAdmissionControlPolicy>(r)),
+        40 => return Some(x::decode_struct_object::<ClusterFailoverResourcesAdmissionControlInfo>(r)),
+        41 => return Some(x::decode_struct_object::<ClusterFailoverResourcesAdmissionControlPolicy>(r)),
+        42 => return Some(x::decode_struct_object::<ClusterFixedSizeSlotPolicy>(r)),
+        43 => return Some(x::decode_struct_object::<ClusterFtVmHostRuleInfo>(r)),
+        44 => return Some(x::decode_struct_object::<ClusterGroupInfo>(r)),
+        45 => return Some(x::decode_struct_object::<ClusterGroupSpec>(r)),
+        46 => return Some(x::decode_struct_object::<ClusterHostGroup>(r)),
+        47 => return Some(x::decode_struct_object::<ClusterHostInfraUpdateHaModeAction>(r)),
+        49 => return Some(x::decode_struct_object::<ClusterHostPowerAction>(r)),
+        50 => return Some(x::decode_struct_object::<ClusterHostRecommendation>(r)),
+        51 => return Some(x::decode_struct_object::<ClusterInfraUpdateHaConfigInfo>(r)),
+        54 => return Some(x::decode_struct_object::<ClusterInitialPlacementAction>(r)),
+        #[cfg(feature = "admin")] 55 => return Some(x::decode_struct_object::<ClusterIoFilterInfo>(r)),
+        56 => return Some(x::decode_struct_object::<ClusterMigrationAction>(r)),
+        #[cfg(feature = "admin")] 57 => return Some(x::decode_struct_object::<ClusterNetworkConfigSpec>(r)),
+        58 => return Some(x::decode_struct_object::<ClusterNotAttemptedVmInfo>(r)),
+        59 => return Some(x::decode_struct_object::<ClusterOrchestrationInfo>(r)),
+        #[cfg(feature = "all-events")] 60 => return Some(x::decode_struct_object::<ClusterOvercommittedEvent>(r)),
+        62 => return Some(x::decode_struct_object::<ClusterPowerOnVmResult>(r)),
+        63 => return Some(x::decode_struct_object::<ClusterPreemptibleVmPairInfo>(r)),
+        64 => return Some(x::decode_struct_object::<ClusterPreemptibleVmPairSpec>(r)),
+        65 => return Some(x::decode_struct_object::<ClusterProactiveDrsConfigInfo>(r)),
+        #[cfg(feature = "admin")] 66 => return Some(x::decode_struct_object::<ClusterProfileCompleteConfigSpec>(r)),
+        #[cfg(feature = "admin")] 67 => return Some(x::decode_struct_object::<ClusterProfileConfigInfo>(r)),
+        #[cfg(feature = "admin")] 68 => return Some(x::decode_struct_object::<ClusterProfileConfigServiceCreateSpec>(r)),
+        #[cfg(feature = "admin")] 69 => return Some(x::decode_struct_object::<ClusterProfileConfigSpec>(r)),
+        #[cfg(feature = "admin")] 70 => return Some(x::decode_struct_object::<ClusterProfileCreateSpec>(r)),
+        72 => return Some(x::decode_struct_object::<ClusterRecommendation>(r)),
+        #[cfg(feature = "all-events")] 73 => return Some(x::decode_struct_object::<ClusterReconfiguredEvent>(r)),
+        74 => return Some(x::decode_struct_object::<ClusterResourceUsageSummary>(r)),
+        75 => return Some(x::decode_struct_object::<ClusterRuleInfo>(r)),
+        76 => return Some(x::decode_struct_object::<ClusterRuleSpec>(r)),
+        77 => return Some(x::decode_struct_object::<ClusterSlotPolicy>(r)),
+        #[cfg(feature = "all-events")] 78 => return Some(x::decode_struct_object::<ClusterStatusChangedEvent>(r)),
+        #[cfg(feature = "admin")] 79 => return Some(x::decode_struct_object::<ClusterSystemVMsConfigInfo>(r)),
+        81 => return Some(x::decode_struct_object::<ClusterSystemVMsConfigSpec>(r)),
+        82 => return Some(x::decode_struct_object::<ClusterTagCategoryUpdateSpec>(r)),
+        83 => return Some(x::decode_struct_object::<ClusterUsageSummary>(r)),
+        84 => return Some(x::decode_struct_object::<ClusterVmComponentProtectionSettings>(r)),
+        87 => return Some(x::decode_struct_object::<ClusterVmGroup>(r)),
+        88 => return Some(x::decode_struct_object::<ClusterVmHostRuleInfo>(r)),
+        89 => return Some(x::decode_struct_object::<ClusterVmOrchestrationInfo>(r)),
+        90 => return Some(x::decode_struct_object::<ClusterVmOrchestrationSpec>(r)),
+        91 => return Some(x::decode_struct_object::<ClusterVmReadiness>(r)),
+        93 => return Some(x::decode_struct_object::<ClusterVmToolsMonitoringSettings>(r)),
+        #[cfg(feature = "all-faults")] 94 => return Some(x::decode_struct_object::<CollectorAddressUnset>(r)),
+        #[cfg(feature = "admin")] 95 => return Some(x::decode_struct_object::<ComplianceFailure>(r)),
+        #[cfg(feature = "admin")] 96 => return Some(x::decode_struct_object::<ComplianceFailureComplianceFailureValues>(r)),
+        #[cfg(feature = "admin")] 97 => return Some(x::decode_struct_object::<ComplianceLocator>(r)),
+        #[cfg(feature = "admin")] 98 => return Some(x::decode_struct_object::<ComplianceProfile>(r)),
+        #[cfg(feature = "admin")] 99 => return Some(x::decode_struct_object::<ComplianceResult>(r)),
+        102 => return Some(x::decode_struct_object::<CompositePolicyOption>(r)),
+        #[cfg(feature = "admin")] 105 => return Some(x::decode_struct_object::<ComputeResourceConfigInfo>(r)),
+        106 => return Some(x::decode_struct_object::<ComputeResourceConfigSpec>(r)),
+        107 => return Some(x::decode_struct_object::<ComputeResourceEventArgument>(r)),
+        #[cfg(feature = "all-faults")] 108 => return Some(x::decode_struct_object::<ComputeResourceHostSPBMLicenseInfo>(r)),
+        110 => return Some(x::decode_struct_object::<ComputeResourceHostSeedSpec>(r)),
+        111 => return Some(x::decode_struct_object::<ComputeResourceHostSeedSpecSingleHostSpec>(r)),
+        113 => return Some(x::decode_struct_object::<ComputeResourceSummary>(r)),
+        114 => return Some(x::decode_struct_object::<ConcurrentAccess>(r)),
+        116 => return Some(x::decode_struct_object::<ConfigTarget>(r)),
+        #[cfg(feature = "all-faults")] 127 => return Some(x::decode_struct_object::<ConflictingConfiguration>(r)),
+        #[cfg(feature = "all-faults")] 128 => return Some(x::decode_struct_object::<ConflictingConfigurationConfig>(r)),
+        #[cfg(feature = "all-faults")] 129 => return Some(x::decode_struct_object::<ConflictingDatastoreFound>(r)),
+        #[cfg(feature = "all-faults")] 132 => return Some(x::decode_struct_object::<ConnectedIso>(r)),
+        #[cfg(feature = "all-faults")] 138 => return Some(x::decode_struct_object::<CpuCompatibilityUnknown>(r)),
+        #[cfg(feature = "all-faults")] 139 => return Some(x::decode_struct_object::<CpuHotPlugNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 140 => return Some(x::decode_struct_object::<CpuIncompatible>(r)),
+        #[cfg(feature = "all-faults")] 141 => return Some(x::decode_struct_object::<CpuIncompatible1ECX>(r)),
+        #[cfg(feature = "all-faults")] 142 => return Some(x::decode_struct_object::<CpuIncompatible81EDX>(r)),
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfoVmMonitoringState(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFdmAvailabilityState(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmSettingsIsolationResponse(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmSettingsRestartPriority(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterHostInfraUpdateHaModeActionOperationType(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInfraUpdateHaConfigInfoRemediationType(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPowerOnVmOption(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileServiceType(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigInfoDeploymentMode(v), Err(e) => return Some(Err(e)) },
+        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v), Err(e) => return Some(Err(e)) },
+        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v), Err(e) => return Some(Err(e)) },
+        92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmReadinessReadyCondition(v), Err(e) => return Some(Err(e)) },
+        100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceResultStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v), Err(e) => return Some(Err(e)) },
+        112 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceNetworkBootMode(v), Err(e) => return Some(Err(e)) },
+        115 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConfigSpecOperation(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ClusterAffinityRuleSpec(Box<ClusterAffinityRuleSpec>),
-    ClusterAntiAffinityRuleSpec(Box<ClusterAntiAffinityRuleSpec>),
-    ClusterAttemptedVmInfo(Box<ClusterAttemptedVmInfo>),
-    ClusterClusterInitialPlacementAction(Box<ClusterClusterInitialPlacementAction>),
-    #[cfg(feature = "all-events")] ClusterComplianceCheckedEvent(Box<ClusterComplianceCheckedEvent>),
-    ClusterComputeResourceClusterConfigResult(Box<ClusterComputeResourceClusterConfigResult>),
-    ClusterComputeResourceCryptoModePolicy(Box<ClusterComputeResourceCryptoModePolicy>),
-    #[cfg(feature = "admin")] ClusterComputeResourceDVSConfigurationValidation(Box<ClusterComputeResourceDVSConfigurationValidation>),
-    #[cfg(feature = "admin")] ClusterComputeResourceDVSSetting(Box<ClusterComputeResourceDVSSetting>),
-    #[cfg(feature = "admin")] ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>),
-    #[cfg(feature = "admin")] ClusterComputeResourceDvsProfile(Box<ClusterComputeResourceDvsProfile>),
-    #[cfg(feature = "admin")] ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>),
-    #[cfg(feature = "admin")] ClusterComputeResourceHCIConfigInfo(Box<ClusterComputeResourceHCIConfigInfo>),
-    #[cfg(feature = "admin")] ClusterComputeResourceHCIConfigSpec(Box<ClusterComputeResourceHCIConfigSpec>),
-    ClusterComputeResourceHCIWorkflowState(Box<ClusterComputeResourceHCIWorkflowState>),
-    #[cfg(feature = "admin")] ClusterComputeResourceHostConfigurationInput(Box<ClusterComputeResourceHostConfigurationInput>),
-    #[cfg(feature = "admin")] ClusterComputeResourceHostConfigurationProfile(Box<ClusterComputeResourceHostConfigurationProfile>),
-    #[cfg(feature = "admin")] ClusterComputeResourceHostConfigurationValidation(Box<ClusterComputeResourceHostConfigurationValidation>),
-    ClusterComputeResourceHostEvacuationInfo(Box<ClusterComputeResourceHostEvacuationInfo>),
-    #[cfg(feature = "admin")] ClusterComputeResourceHostVmkNicInfo(Box<ClusterComputeResourceHostVmkNicInfo>),
-    ClusterComputeResourceMaintenanceInfo(Box<ClusterComputeResourceMaintenanceInfo>),
-    ClusterComputeResourceSummary(Box<ClusterComputeResourceSummary>),
-    #[cfg(feature = "admin")] ClusterComputeResourceVCProfile(Box<ClusterComputeResourceVCProfile>),
-    #[cfg(feature = "admin")] ClusterComputeResourceValidationResultBase(Box<ClusterComputeResourceValidationResultBase>),
-    ClusterComputeResourceVcsHealthStatus(Box<ClusterComputeResourceVcsHealthStatus>),
-    ClusterComputeResourceVcsSlots(Box<ClusterComputeResourceVcsSlots>),
-    #[cfg(feature = "admin")] ClusterConfigInfo(Box<ClusterConfigInfo>),
-    #[cfg(feature = "admin")] ClusterConfigInfoEx(Box<ClusterConfigInfoEx>),
-    ClusterConfigSpec(Box<ClusterConfigSpec>),
-    ClusterConfigSpecEx(Box<ClusterConfigSpecEx>),
-    #[cfg(feature = "all-events")] ClusterCreatedEvent(Box<ClusterCreatedEvent>),
-    ClusterCryptoConfigInfo(Box<ClusterCryptoConfigInfo>),
-    ClusterCryptoConfigInfoCryptoMode(Box<ClusterCryptoConfigInfoCryptoMode>),
-    #[cfg(feature = "admin")] ClusterDasAamHostInfo(Box<ClusterDasAamHostInfo>),
-    #[cfg(feature = "admin")] ClusterDasAamNodeState(Box<ClusterDasAamNodeState>),
-    ClusterDasAamNodeStateDasState(Box<ClusterDasAamNodeStateDasState>),
-    ClusterDasAdmissionControlInfo(Box<ClusterDasAdmissionControlInfo>),
-    ClusterDasAdmissionControlPolicy(Box<ClusterDasAdmissionControlPolicy>),
-    #[cfg(feature = "admin")] ClusterDasAdvancedRuntimeInfo(Box<ClusterDasAdvancedRuntimeInfo>),
-    #[cfg(feature = "admin")] ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(Box<ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo>),
-    ClusterDasConfigInfo(Box<ClusterDasConfigInfo>),
-    ClusterDasConfigInfoHBDatastoreCandidate(Box<ClusterDasConfigInfoHBDatastoreCandidate>),
-    ClusterDasConfigInfoServiceState(Box<ClusterDasConfigInfoServiceState>),
     ClusterDasConfigInfoVmMonitoringState(Box<ClusterDasConfigInfoVmMonitoringState>),
-    ClusterDasData(Box<ClusterDasData>),
-    ClusterDasDataSummary(Box<ClusterDasDataSummary>),
-    #[cfg(feature = "admin")] ClusterDasFailoverLevelAdvancedRuntimeInfo(Box<ClusterDasFailoverLevelAdvancedRuntimeInfo>),
-    #[cfg(feature = "admin")] ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>),
-    #[cfg(feature = "admin")] ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo>),
-    #[cfg(feature = "admin")] ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>),
     ClusterDasFdmAvailabilityState(Box<ClusterDasFdmAvailabilityState>),
-    ClusterDasFdmHostState(Box<ClusterDasFdmHostState>),
-    #[cfg(feature = "admin")] ClusterDasHostInfo(Box<ClusterDasHostInfo>),
-    ClusterDasHostRecommendation(Box<ClusterDasHostRecommendation>),
-    ClusterDasVmConfigInfo(Box<ClusterDasVmConfigInfo>),
-    ClusterDasVmConfigSpec(Box<ClusterDasVmConfigSpec>),
-    ClusterDasVmSettings(Box<ClusterDasVmSettings>),
     ClusterDasVmSettingsIsolationResponse(Box<ClusterDasVmSettingsIsolationResponse>),
     ClusterDasVmSettingsRestartPriority(Box<ClusterDasVmSettingsRestartPriority>),
-    ClusterDatastoreUpdateSpec(Box<ClusterDatastoreUpdateSpec>),
-    ClusterDependencyRuleInfo(Box<ClusterDependencyRuleInfo>),
-    #[cfg(feature = "all-events")] ClusterDestroyedEvent(Box<ClusterDestroyedEvent>),
-    ClusterDpmConfigInfo(Box<ClusterDpmConfigInfo>),
-    ClusterDpmHostConfigInfo(Box<ClusterDpmHostConfigInfo>),
-    ClusterDpmHostConfigSpec(Box<ClusterDpmHostConfigSpec>),
-    ClusterDrsConfigInfo(Box<ClusterDrsConfigInfo>),
-    ClusterDrsFaults(Box<ClusterDrsFaults>),
-    ClusterDrsFaultsFaultsByVirtualDisk(Box<ClusterDrsFaultsFaultsByVirtualDisk>),
+    ClusterHostInfraUpdateHaModeActionOperationType(Box<ClusterHostInfraUpdateHaModeActionOperationType>),
+    ClusterInfraUpdateHaConfigInfoBehaviorType(Box<ClusterInfraUpdateHaConfigInfoBehaviorType>),
+    ClusterInfraUpdateHaConfigInfoRemediationType(Box<ClusterInfraUpdateHaConfigInfoRemediationType>),
+    ClusterPowerOnVmOption(Box<ClusterPowerOnVmOption>),
+    ClusterProfileServiceType(Box<ClusterProfileServiceType>),
+    ClusterSystemVMsConfigInfoDeploymentMode(Box<ClusterSystemVMsConfigInfoDeploymentMode>),
+    ClusterVmComponentProtectionSettingsStorageVmReaction(Box<ClusterVmComponentProtectionSettingsStorageVmReaction>),
+    ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(Box<ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared>),
+    ClusterVmReadinessReadyCondition(Box<ClusterVmReadinessReadyCondition>),
+    ComplianceResultStatus(Box<ComplianceResultStatus>),
+    #[cfg(feature = "all-faults")] ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(Box<ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState>),
+    ComputeResourceNetworkBootMode(Box<ComputeResourceNetworkBootMode>),
+    ConfigSpecOperation(Box<ConfigSpecOperation>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -406,156 +897,26 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterAffinityRuleSpec(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterAntiAffinityRuleSpec(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterClusterInitialPlacementAction(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComplianceCheckedEvent(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceClusterConfigResult(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceCryptoModePolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSConfigurationValidation(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSSetting(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDvsProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHCIConfigInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHCIConfigSpec(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHCIWorkflowState(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationInput(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationValidation(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostEvacuationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostVmkNicInfo(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceMaintenanceInfo(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceSummary(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceVCProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceValidationResultBase(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceVcsHealthStatus(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceVcsSlots(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigInfoEx(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigSpec(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigSpecEx(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCryptoConfigInfo(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCryptoConfigInfoCryptoMode(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamHostInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamNodeState(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamNodeStateDasState(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdmissionControlInfo(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdmissionControlPolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdvancedRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfoHBDatastoreCandidate(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfoServiceState(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfoVmMonitoringState(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasData(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasDataSummary(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFdmAvailabilityState(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFdmHostState(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasHostInfo(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasHostRecommendation(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmConfigInfo(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmConfigSpec(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmSettings(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmSettingsIsolationResponse(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmSettingsRestartPriority(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDatastoreUpdateSpec(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDependencyRuleInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDestroyedEvent(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDpmConfigInfo(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDpmHostConfigInfo(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDpmHostConfigSpec(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsConfigInfo(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsFaults(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsFaultsFaultsByVirtualDisk(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ClusterAffinityRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterAntiAffinityRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterClusterInitialPlacementAction(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceClusterConfigResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceCryptoModePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSConfigurationValidation(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceHCIWorkflowState(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationInput(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationValidation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceHostEvacuationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostVmkNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceMaintenanceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceVCProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceValidationResultBase(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceVcsHealthStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceVcsSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterConfigInfoEx(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterConfigSpecEx(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterCryptoConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterCryptoConfigInfoCryptoMode(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasAamHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasAamNodeState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasAamNodeStateDasState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasAdmissionControlInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasAdmissionControlPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasConfigInfoServiceState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasConfigInfoVmMonitoringState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasData(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasDataSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasFdmAvailabilityState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasFdmHostState(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDasHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasHostRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasVmSettings(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasVmSettingsIsolationResponse(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasVmSettingsRestartPriority(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDatastoreUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDependencyRuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::ClusterDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDpmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDpmHostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDpmHostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDrsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDrsFaults(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterPowerOnVmOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterProfileServiceType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterVmReadinessReadyCondition(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ComplianceResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ComputeResourceNetworkBootMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ConfigSpecOperation(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -569,74 +930,23 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ClusterAffinityRuleSpec(_) => "ClusterAffinityRuleSpec",
-            Object::ClusterAntiAffinityRuleSpec(_) => "ClusterAntiAffinityRuleSpec",
-            Object::ClusterAttemptedVmInfo(_) => "ClusterAttemptedVmInfo",
-            Object::ClusterClusterInitialPlacementAction(_) => "ClusterClusterInitialPlacementAction",
-            #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(_) => "ClusterComplianceCheckedEvent",
-            Object::ClusterComputeResourceClusterConfigResult(_) => "ClusterComputeResourceClusterConfigResult",
-            Object::ClusterComputeResourceCryptoModePolicy(_) => "ClusterComputeResourceCryptoModePolicy",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSConfigurationValidation(_) => "ClusterComputeResourceDVSConfigurationValidation",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSetting(_) => "ClusterComputeResourceDVSSetting",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(_) => "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfile(_) => "ClusterComputeResourceDvsProfile",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(_) => "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigInfo(_) => "ClusterComputeResourceHCIConfigInfo",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigSpec(_) => "ClusterComputeResourceHCIConfigSpec",
-            Object::ClusterComputeResourceHCIWorkflowState(_) => "ClusterComputeResourceHCIWorkflowState",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationInput(_) => "ClusterComputeResourceHostConfigurationInput",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationProfile(_) => "ClusterComputeResourceHostConfigurationProfile",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationValidation(_) => "ClusterComputeResourceHostConfigurationValidation",
-            Object::ClusterComputeResourceHostEvacuationInfo(_) => "ClusterComputeResourceHostEvacuationInfo",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostVmkNicInfo(_) => "ClusterComputeResourceHostVmkNicInfo",
-            Object::ClusterComputeResourceMaintenanceInfo(_) => "ClusterComputeResourceMaintenanceInfo",
-            Object::ClusterComputeResourceSummary(_) => "ClusterComputeResourceSummary",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceVCProfile(_) => "ClusterComputeResourceVCProfile",
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceValidationResultBase(_) => "ClusterComputeResourceValidationResultBase",
-            Object::ClusterComputeResourceVcsHealthStatus(_) => "ClusterComputeResourceVcsHealthStatus",
-            Object::ClusterComputeResourceVcsSlots(_) => "ClusterComputeResourceVcsSlots",
-            #[cfg(feature = "admin")] Object::ClusterConfigInfo(_) => "ClusterConfigInfo",
-            #[cfg(feature = "admin")] Object::ClusterConfigInfoEx(_) => "ClusterConfigInfoEx",
-            Object::ClusterConfigSpec(_) => "ClusterConfigSpec",
-            Object::ClusterConfigSpecEx(_) => "ClusterConfigSpecEx",
-            #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(_) => "ClusterCreatedEvent",
-            Object::ClusterCryptoConfigInfo(_) => "ClusterCryptoConfigInfo",
-            Object::ClusterCryptoConfigInfoCryptoMode(_) => "ClusterCryptoConfigInfoCryptoMode",
-            #[cfg(feature = "admin")] Object::ClusterDasAamHostInfo(_) => "ClusterDasAamHostInfo",
-            #[cfg(feature = "admin")] Object::ClusterDasAamNodeState(_) => "ClusterDasAamNodeState",
-            Object::ClusterDasAamNodeStateDasState(_) => "ClusterDasAamNodeStateDasState",
-            Object::ClusterDasAdmissionControlInfo(_) => "ClusterDasAdmissionControlInfo",
-            Object::ClusterDasAdmissionControlPolicy(_) => "ClusterDasAdmissionControlPolicy",
-            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfo(_) => "ClusterDasAdvancedRuntimeInfo",
-            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(_) => "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo",
-            Object::ClusterDasConfigInfo(_) => "ClusterDasConfigInfo",
-            Object::ClusterDasConfigInfoHBDatastoreCandidate(_) => "ClusterDasConfigInfoHBDatastoreCandidate",
-            Object::ClusterDasConfigInfoServiceState(_) => "ClusterDasConfigInfoServiceState",
             Object::ClusterDasConfigInfoVmMonitoringState(_) => "ClusterDasConfigInfoVmMonitoringState",
-            Object::ClusterDasData(_) => "ClusterDasData",
-            Object::ClusterDasDataSummary(_) => "ClusterDasDataSummary",
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfo",
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo",
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
             Object::ClusterDasFdmAvailabilityState(_) => "ClusterDasFdmAvailabilityState",
-            Object::ClusterDasFdmHostState(_) => "ClusterDasFdmHostState",
-            #[cfg(feature = "admin")] Object::ClusterDasHostInfo(_) => "ClusterDasHostInfo",
-            Object::ClusterDasHostRecommendation(_) => "ClusterDasHostRecommendation",
-            Object::ClusterDasVmConfigInfo(_) => "ClusterDasVmConfigInfo",
-            Object::ClusterDasVmConfigSpec(_) => "ClusterDasVmConfigSpec",
-            Object::ClusterDasVmSettings(_) => "ClusterDasVmSettings",
             Object::ClusterDasVmSettingsIsolationResponse(_) => "ClusterDasVmSettingsIsolationResponse",
             Object::ClusterDasVmSettingsRestartPriority(_) => "ClusterDasVmSettingsRestartPriority",
-            Object::ClusterDatastoreUpdateSpec(_) => "ClusterDatastoreUpdateSpec",
-            Object::ClusterDependencyRuleInfo(_) => "ClusterDependencyRuleInfo",
-            #[cfg(feature = "all-events")] Object::ClusterDestroyedEvent(_) => "ClusterDestroyedEvent",
-            Object::ClusterDpmConfigInfo(_) => "ClusterDpmConfigInfo",
-            Object::ClusterDpmHostConfigInfo(_) => "ClusterDpmHostConfigInfo",
-            Object::ClusterDpmHostConfigSpec(_) => "ClusterDpmHostConfigSpec",
-            Object::ClusterDrsConfigInfo(_) => "ClusterDrsConfigInfo",
-            Object::ClusterDrsFaults(_) => "ClusterDrsFaults",
-            Object::ClusterDrsFaultsFaultsByVirtualDisk(_) => "ClusterDrsFaultsFaultsByVirtualDisk",
+            Object::ClusterHostInfraUpdateHaModeActionOperationType(_) => "ClusterHostInfraUpdateHaModeActionOperationType",
+            Object::ClusterInfraUpdateHaConfigInfoBehaviorType(_) => "ClusterInfraUpdateHaConfigInfoBehaviorType",
+            Object::ClusterInfraUpdateHaConfigInfoRemediationType(_) => "ClusterInfraUpdateHaConfigInfoRemediationType",
+            Object::ClusterPowerOnVmOption(_) => "ClusterPowerOnVmOption",
+            Object::ClusterProfileServiceType(_) => "ClusterProfileServiceType",
+            Object::ClusterSystemVMsConfigInfoDeploymentMode(_) => "ClusterSystemVMsConfigInfoDeploymentMode",
+            Object::ClusterVmComponentProtectionSettingsStorageVmReaction(_) => "ClusterVmComponentProtectionSettingsStorageVmReaction",
+            Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(_) => "ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared",
+            Object::ClusterVmReadinessReadyCondition(_) => "ClusterVmReadinessReadyCondition",
+            Object::ComplianceResultStatus(_) => "ComplianceResultStatus",
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(_) => "ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState",
+            Object::ComputeResourceNetworkBootMode(_) => "ComputeResourceNetworkBootMode",
+            Object::ConfigSpecOperation(_) => "ConfigSpecOperation",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -656,766 +966,27 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ClusterAffinityRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterAntiAffinityRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterClusterInitialPlacementAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceClusterConfigResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceCryptoModePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSConfigurationValidation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceHCIWorkflowState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationValidation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceHostEvacuationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostVmkNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceMaintenanceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceVCProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterComputeResourceValidationResultBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceVcsHealthStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceVcsSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterConfigInfoEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterConfigSpecEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterCryptoConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterCryptoConfigInfoCryptoMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasAamHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasAamNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasAamNodeStateDasState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasAdmissionControlInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasAdmissionControlPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasConfigInfoServiceState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasConfigInfoVmMonitoringState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasDataSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasFdmAvailabilityState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasFdmHostState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDasHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasHostRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasVmSettings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasVmSettingsIsolationResponse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasVmSettingsRestartPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDatastoreUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDependencyRuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::ClusterDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDpmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDpmHostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDpmHostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDrsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDrsFaults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterPowerOnVmOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterProfileServiceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterVmReadinessReadyCondition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ComplianceResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ComputeResourceNetworkBootMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ConfigSpecOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectType for ClusterAffinityRuleSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterAffinityRuleSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterAffinityRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterAffinityRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterAntiAffinityRuleSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterAntiAffinityRuleSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterAntiAffinityRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterAntiAffinityRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterAttemptedVmInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterAttemptedVmInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterAttemptedVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterAttemptedVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterClusterInitialPlacementAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterClusterInitialPlacementAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterClusterInitialPlacementAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterClusterInitialPlacementAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for ClusterComplianceCheckedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComplianceCheckedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComplianceCheckedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComplianceCheckedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterComputeResourceClusterConfigResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceClusterConfigResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceClusterConfigResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceClusterConfigResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterComputeResourceCryptoModePolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceCryptoModePolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceCryptoModePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceCryptoModePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDVSConfigurationValidation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceDVSConfigurationValidation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDVSConfigurationValidation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDVSConfigurationValidation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDVSSetting {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceDVSSetting(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDVSSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDVSSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDvsProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceDvsProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDvsProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDvsProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHCIConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceHCIConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHCIConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHCIConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHCIConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceHCIConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHCIConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHCIConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterComputeResourceHCIWorkflowState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceHCIWorkflowState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHCIWorkflowState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHCIWorkflowState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHostConfigurationInput {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceHostConfigurationInput(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostConfigurationInput(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostConfigurationInput(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHostConfigurationProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceHostConfigurationProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostConfigurationProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostConfigurationProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHostConfigurationValidation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceHostConfigurationValidation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostConfigurationValidation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostConfigurationValidation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterComputeResourceHostEvacuationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceHostEvacuationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostEvacuationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostEvacuationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHostVmkNicInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceHostVmkNicInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostVmkNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostVmkNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterComputeResourceMaintenanceInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceMaintenanceInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceMaintenanceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceMaintenanceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterComputeResourceSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceVCProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceVCProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceVCProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceVCProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceValidationResultBase {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceValidationResultBase(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceValidationResultBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceValidationResultBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterComputeResourceVcsHealthStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceVcsHealthStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceVcsHealthStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceVcsHealthStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterComputeResourceVcsSlots {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterComputeResourceVcsSlots(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceVcsSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceVcsSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterConfigInfoEx {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterConfigInfoEx(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterConfigInfoEx(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterConfigInfoEx(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterConfigSpecEx {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterConfigSpecEx(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterConfigSpecEx(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterConfigSpecEx(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for ClusterCreatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterCreatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterCryptoConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterCryptoConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterCryptoConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterCryptoConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterCryptoConfigInfoCryptoMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterCryptoConfigInfoCryptoMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterCryptoConfigInfoCryptoMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterCryptoConfigInfoCryptoMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasAamHostInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasAamHostInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAamHostInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAamHostInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasAamNodeState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasAamNodeState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAamNodeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAamNodeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasAamNodeStateDasState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasAamNodeStateDasState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAamNodeStateDasState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAamNodeStateDasState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasAdmissionControlInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasAdmissionControlInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAdmissionControlInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAdmissionControlInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasAdmissionControlPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasAdmissionControlPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAdmissionControlPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAdmissionControlPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasAdvancedRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasAdvancedRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAdvancedRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAdvancedRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasConfigInfoHBDatastoreCandidate {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasConfigInfoHBDatastoreCandidate(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasConfigInfoServiceState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasConfigInfoServiceState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasConfigInfoServiceState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasConfigInfoServiceState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for ClusterDasConfigInfoVmMonitoringState {
     type Object = Object;
@@ -1433,102 +1004,6 @@ impl x::ObjectType for ClusterDasConfigInfoVmMonitoringState {
     }
 }
 
-impl x::ObjectType for ClusterDasData {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasData(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasDataSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasDataSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasDataSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasDataSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for ClusterDasFdmAvailabilityState {
     type Object = Object;
     #[inline]
@@ -1542,102 +1017,6 @@ impl x::ObjectType for ClusterDasFdmAvailabilityState {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::ClusterDasFdmAvailabilityState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasFdmHostState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasFdmHostState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFdmHostState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFdmHostState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasHostInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasHostInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasHostInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasHostInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasHostRecommendation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasHostRecommendation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasHostRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasHostRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasVmConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasVmConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasVmConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasVmConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterDasVmSettings {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDasVmSettings(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasVmSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasVmSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1673,146 +1052,210 @@ impl x::ObjectType for ClusterDasVmSettingsRestartPriority {
     }
 }
 
-impl x::ObjectType for ClusterDatastoreUpdateSpec {
+impl x::ObjectType for ClusterHostInfraUpdateHaModeActionOperationType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDatastoreUpdateSpec(value)
+        Object::ClusterHostInfraUpdateHaModeActionOperationType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDatastoreUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDatastoreUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDependencyRuleInfo {
+impl x::ObjectType for ClusterInfraUpdateHaConfigInfoBehaviorType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDependencyRuleInfo(value)
+        Object::ClusterInfraUpdateHaConfigInfoBehaviorType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDependencyRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDependencyRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for ClusterDestroyedEvent {
+impl x::ObjectType for ClusterInfraUpdateHaConfigInfoRemediationType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDestroyedEvent(value)
+        Object::ClusterInfraUpdateHaConfigInfoRemediationType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDestroyedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDestroyedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDpmConfigInfo {
+impl x::ObjectType for ClusterPowerOnVmOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDpmConfigInfo(value)
+        Object::ClusterPowerOnVmOption(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDpmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterPowerOnVmOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDpmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterPowerOnVmOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDpmHostConfigInfo {
+impl x::ObjectType for ClusterProfileServiceType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDpmHostConfigInfo(value)
+        Object::ClusterProfileServiceType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDpmHostConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterProfileServiceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDpmHostConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterProfileServiceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDpmHostConfigSpec {
+impl x::ObjectType for ClusterSystemVMsConfigInfoDeploymentMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDpmHostConfigSpec(value)
+        Object::ClusterSystemVMsConfigInfoDeploymentMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDpmHostConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDpmHostConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDrsConfigInfo {
+impl x::ObjectType for ClusterVmComponentProtectionSettingsStorageVmReaction {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDrsConfigInfo(value)
+        Object::ClusterVmComponentProtectionSettingsStorageVmReaction(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDrsFaults {
+impl x::ObjectType for ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDrsFaults(value)
+        Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsFaults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsFaults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDrsFaultsFaultsByVirtualDisk {
+impl x::ObjectType for ClusterVmReadinessReadyCondition {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDrsFaultsFaultsByVirtualDisk(value)
+        Object::ClusterVmReadinessReadyCondition(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ClusterVmReadinessReadyCondition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ClusterVmReadinessReadyCondition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ComplianceResultStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ComplianceResultStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ComplianceResultStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ComplianceResultStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "all-faults")] impl x::ObjectType for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ComputeResourceNetworkBootMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ComputeResourceNetworkBootMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ComputeResourceNetworkBootMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ComputeResourceNetworkBootMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ConfigSpecOperation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ConfigSpecOperation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ConfigSpecOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ConfigSpecOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,370 +6,534 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x6fa31a), x::Name(0xbb9c0b), 0, 2), // ClusterDrsFaultsFaultsByVm: DynamicData
-        x::TypeEntry::structure(x::Name(0x6fbe13), x::Name(0xbb9c0b), 2, 11), // ClusterDrsMigration: DynamicData
-        x::TypeEntry::structure(x::Name(0x6fd218), x::Name(0xbb9c0b), 13, 5), // ClusterDrsRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x6feb16), x::Name(0xbb9c0b), 18, 3), // ClusterDrsVmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x700216), x::Name(0x57b40f), 21, 1), // ClusterDrsVmConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x70191c), x::Name(0xbb9c0b), 22, 3), // ClusterEVCManagerCheckResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x703619), x::Name(0xbb9c0b), 25, 6), // ClusterEVCManagerEVCState: DynamicData
-        x::TypeEntry::request(x::Name(0x705026), 31, 4), // ClusterEnterMaintenanceModeRequestType
-        x::TypeEntry::structure(x::Name(0x70771d), x::Name(0xbb9c0b), 35, 2), // ClusterEnterMaintenanceResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x70950c), x::Name(0xc19905), 37, 0), // ClusterEvent: Event
-        x::TypeEntry::structure(x::Name(0x70a227), x::Name(0x6bd81e), 37, 1), // ClusterFailoverHostAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x70ca31), x::Name(0xbb9c0b), 38, 2), // ClusterFailoverHostAdmissionControlInfoHostStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x70fc29), x::Name(0x6bf720), 40, 2), // ClusterFailoverHostAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x712628), x::Name(0x6bd81e), 42, 1), // ClusterFailoverLevelAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x714f2a), x::Name(0x6bf720), 43, 2), // ClusterFailoverLevelAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x717a2c), x::Name(0x6bd81e), 45, 3), // ClusterFailoverResourcesAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x71a72e), x::Name(0x6bf720), 48, 6), // ClusterFailoverResourcesAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x71d61a), x::Name(0x758411), 54, 2), // ClusterFixedSizeSlotPolicy: ClusterSlotPolicy
-        x::TypeEntry::structure(x::Name(0x71f117), x::Name(0x75640f), 56, 2), // ClusterFtVmHostRuleInfo: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x720910), x::Name(0xbb9c0b), 58, 3), // ClusterGroupInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x721a10), x::Name(0x57b40f), 61, 1), // ClusterGroupSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x722b10), x::Name(0x720910), 62, 1), // ClusterHostGroup: ClusterGroupInfo
-        x::TypeEntry::structure(x::Name(0x723c22), x::Name(0x66cb0d), 63, 1), // ClusterHostInfraUpdateHaModeAction: ClusterAction
-        x::TypeEntry::enumeration(x::Name(0x725f2f), 0, 3), // ClusterHostInfraUpdateHaModeActionOperationType
-        x::TypeEntry::structure(x::Name(0x728f16), x::Name(0x66cb0d), 64, 4), // ClusterHostPowerAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x72a619), x::Name(0xbb9c0b), 68, 2), // ClusterHostRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x72c01e), x::Name(0xbb9c0b), 70, 5), // ClusterInfraUpdateHaConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x72df2a), 3, 2), // ClusterInfraUpdateHaConfigInfoBehaviorType
-        x::TypeEntry::enumeration(x::Name(0x730a2d), 5, 2), // ClusterInfraUpdateHaConfigInfoRemediationType
-        x::TypeEntry::structure(x::Name(0x73381d), x::Name(0x66cb0d), 75, 2), // ClusterInitialPlacementAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x735613), x::Name(0x130b50c), 77, 2), // ClusterIoFilterInfo: IoFilterInfo
-        x::TypeEntry::structure(x::Name(0x736a16), x::Name(0x66cb0d), 79, 1), // ClusterMigrationAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x738118), x::Name(0xbb9c0b), 80, 2), // ClusterNetworkConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x739a19), x::Name(0xbb9c0b), 82, 2), // ClusterNotAttemptedVmInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x73b418), x::Name(0xbb9c0b), 84, 1), // ClusterOrchestrationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x73cd19), x::Name(0x70950c), 85, 0), // ClusterOvercommittedEvent: ClusterEvent
-        x::TypeEntry::enumeration(x::Name(0x73e716), 7, 2), // ClusterPowerOnVmOption
-        x::TypeEntry::structure(x::Name(0x73fe16), x::Name(0xbb9c0b), 85, 3), // ClusterPowerOnVmResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x74151c), x::Name(0xbb9c0b), 88, 3), // ClusterPreemptibleVmPairInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x74321c), x::Name(0x57b40f), 91, 1), // ClusterPreemptibleVmPairSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x744f1d), x::Name(0xbb9c0b), 92, 1), // ClusterProactiveDrsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x746d20), x::Name(0x74cd18), 93, 1), // ClusterProfileCompleteConfigSpec: ClusterProfileConfigSpec
-        x::TypeEntry::structure(x::Name(0x748e18), x::Name(0x1698411), 94, 1), // ClusterProfileConfigInfo: ProfileConfigInfo
-        x::TypeEntry::structure(x::Name(0x74a725), x::Name(0x74cd18), 95, 1), // ClusterProfileConfigServiceCreateSpec: ClusterProfileConfigSpec
-        x::TypeEntry::structure(x::Name(0x74cd18), x::Name(0x74e618), 96, 0), // ClusterProfileConfigSpec: ClusterProfileCreateSpec
-        x::TypeEntry::structure(x::Name(0x74e618), x::Name(0x1699611), 96, 0), // ClusterProfileCreateSpec: ProfileCreateSpec
-        x::TypeEntry::enumeration(x::Name(0x74ff19), 9, 4), // ClusterProfileServiceType
-        x::TypeEntry::structure(x::Name(0x751915), x::Name(0xbb9c0b), 96, 11), // ClusterRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x752f18), x::Name(0x70950c), 107, 1), // ClusterReconfiguredEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x75481b), x::Name(0xbb9c0b), 108, 8), // ClusterResourceUsageSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x75640f), x::Name(0xbb9c0b), 116, 8), // ClusterRuleInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x75740f), x::Name(0x57b40f), 124, 1), // ClusterRuleSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x758411), x::Name(0xbb9c0b), 125, 0), // ClusterSlotPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x759619), x::Name(0x70950c), 125, 2), // ClusterStatusChangedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x75b01a), x::Name(0xbb9c0b), 127, 4), // ClusterSystemVMsConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x75cb28), 13, 2), // ClusterSystemVMsConfigInfoDeploymentMode
-        x::TypeEntry::structure(x::Name(0x75f41a), x::Name(0xbb9c0b), 131, 4), // ClusterSystemVMsConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x760f1c), x::Name(0x57b40f), 135, 1), // ClusterTagCategoryUpdateSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x762c13), x::Name(0xbb9c0b), 136, 16), // ClusterUsageSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x764024), x::Name(0xbb9c0b), 152, 5), // ClusterVmComponentProtectionSettings: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x766535), 15, 5), // ClusterVmComponentProtectionSettingsStorageVmReaction
-        x::TypeEntry::enumeration(x::Name(0x769b3a), 20, 3), // ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared
-        x::TypeEntry::structure(x::Name(0x76d60e), x::Name(0x720910), 157, 1), // ClusterVmGroup: ClusterGroupInfo
-        x::TypeEntry::structure(x::Name(0x76e515), x::Name(0x75640f), 158, 3), // ClusterVmHostRuleInfo: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x76fb1a), x::Name(0xbb9c0b), 161, 2), // ClusterVmOrchestrationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x77161a), x::Name(0x57b40f), 163, 1), // ClusterVmOrchestrationSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x773112), x::Name(0xbb9c0b), 164, 2), // ClusterVmReadiness: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x774420), 23, 5), // ClusterVmReadinessReadyCondition
-        x::TypeEntry::structure(x::Name(0x776520), x::Name(0xbb9c0b), 166, 7), // ClusterVmToolsMonitoringSettings: DynamicData
-        x::TypeEntry::structure(x::Name(0x778615), x::Name(0xb4eb08), 173, 0), // CollectorAddressUnset: DvsFault
-        x::TypeEntry::structure(x::Name(0x77af11), x::Name(0xbb9c0b), 173, 4), // ComplianceFailure: DynamicData
-        x::TypeEntry::structure(x::Name(0x77c128), x::Name(0xbb9c0b), 177, 4), // ComplianceFailureComplianceFailureValues: DynamicData
+        x::TypeEntry::request(x::Name(0x80841d), 0, 2), // CreateNasDatastoreRequestType
+        x::TypeEntry::request(x::Name(0x80a220), 2, 2), // CreateNvdimmNamespaceRequestType
+        x::TypeEntry::request(x::Name(0x80c324), 4, 2), // CreateNvdimmPMemNamespaceRequestType
+        x::TypeEntry::request(x::Name(0x80e824), 6, 2), // CreateNvmeOverRdmaAdapterRequestType
+        x::TypeEntry::request(x::Name(0x810d24), 8, 3), // CreateObjectScheduledTaskRequestType
+        x::TypeEntry::request(x::Name(0x81321d), 11, 2), // CreatePerfIntervalRequestType
+        x::TypeEntry::request(x::Name(0x815018), 13, 2), // CreateProfileRequestType
+        x::TypeEntry::request(x::Name(0x816922), 15, 1), // CreatePropertyCollectorRequestType
+        x::TypeEntry::request(x::Name(0x818c23), 16, 6), // CreateRegistryKeyInGuestRequestType
+        x::TypeEntry::request(x::Name(0x81b01d), 22, 3), // CreateResourcePoolRequestType
+        x::TypeEntry::request(x::Name(0x81ce1e), 25, 3), // CreateScheduledTaskRequestType
+        x::TypeEntry::request(x::Name(0x81ed1b), 28, 1), // CreateScreenshotRequestType
+        x::TypeEntry::request(x::Name(0x82091e), 29, 3), // CreateSecondaryVMExRequestType
+        x::TypeEntry::request(x::Name(0x82281c), 32, 2), // CreateSecondaryVMRequestType
+        x::TypeEntry::request(x::Name(0x82451b), 34, 5), // CreateSnapshotExRequestType
+        x::TypeEntry::request(x::Name(0x826119), 39, 5), // CreateSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x827b20), 44, 2), // CreateSoftwareAdapterRequestType
+        x::TypeEntry::request(x::Name(0x829c1b), 46, 2), // CreateStoragePodRequestType
+        x::TypeEntry::structure(x::Name(0x82b810), x::Name(0x24a06), 48, 2), // CreateTaskAction: Action
+        x::TypeEntry::request(x::Name(0x82c915), 50, 7), // CreateTaskRequestType
+        x::TypeEntry::request(x::Name(0x82df2a), 57, 6), // CreateTemporaryDirectoryInGuestRequestType
+        x::TypeEntry::request(x::Name(0x830a25), 63, 6), // CreateTemporaryFileInGuestRequestType
+        x::TypeEntry::request(x::Name(0x833015), 69, 2), // CreateUserRequestType
+        x::TypeEntry::request(x::Name(0x834615), 71, 5), // CreateVAppRequestType
+        x::TypeEntry::request(x::Name(0x835c13), 76, 4), // CreateVMRequestType
+        x::TypeEntry::request(x::Name(0x83701c), 80, 4), // CreateVirtualDiskRequestType
+        x::TypeEntry::request(x::Name(0x838d1e), 84, 2), // CreateVmfsDatastoreRequestType
+        x::TypeEntry::request(x::Name(0x83ac1e), 86, 2), // CreateVvolDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x83cb0b), x::Name(0xbb9c0b), 88, 2), // CryptoKeyId: DynamicData
+        x::TypeEntry::structure(x::Name(0x83d70e), x::Name(0xbb9c0b), 90, 3), // CryptoKeyPlain: DynamicData
+        x::TypeEntry::structure(x::Name(0x83e60f), x::Name(0xbb9c0b), 93, 4), // CryptoKeyResult: DynamicData
+        x::TypeEntry::request(x::Name(0x83f623), 97, 1), // CryptoManagerHostDisableRequestType
+        x::TypeEntry::request(x::Name(0x841a22), 98, 2), // CryptoManagerHostEnableRequestType
+        x::TypeEntry::enumeration(x::Name(0x843d22), 0, 3), // CryptoManagerHostKeyManagementType
+        x::TypeEntry::structure(x::Name(0x84601a), x::Name(0xbb9c0b), 100, 4), // CryptoManagerHostKeyStatus: DynamicData
+        x::TypeEntry::request(x::Name(0x847b23), 104, 1), // CryptoManagerHostPrepareRequestType
+        x::TypeEntry::structure(x::Name(0x849f20), x::Name(0xbb9c0b), 105, 7), // CryptoManagerKmipCertSignRequest: DynamicData
+        x::TypeEntry::structure(x::Name(0x84c020), x::Name(0xbb9c0b), 112, 9), // CryptoManagerKmipCertificateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x84e11e), x::Name(0xbb9c0b), 121, 5), // CryptoManagerKmipClusterStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x850020), x::Name(0xbb9c0b), 126, 7), // CryptoManagerKmipCryptoKeyStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x852127), x::Name(0xbb9c0b), 133, 1), // CryptoManagerKmipCryptoKeyStatusKeyInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x854934), 3, 10), // CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason
+        x::TypeEntry::structure(x::Name(0x857e34), x::Name(0x852127), 134, 1), // CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo: CryptoManagerKmipCryptoKeyStatusKeyInfo
+        x::TypeEntry::structure(x::Name(0x85b33f), x::Name(0x852127), 135, 2), // CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo: CryptoManagerKmipCryptoKeyStatusKeyInfo
+        x::TypeEntry::structure(x::Name(0x85f324), x::Name(0xbb9c0b), 137, 1), // CryptoManagerKmipCustomAttributeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x861820), x::Name(0xbb9c0b), 138, 1), // CryptoManagerKmipGenerateKeySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x86391f), x::Name(0xbb9c0b), 139, 3), // CryptoManagerKmipServerCertInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x86591d), x::Name(0xbb9c0b), 142, 6), // CryptoManagerKmipServerStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x86770a), x::Name(0xbb9c0b), 148, 0), // CryptoSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x868211), x::Name(0x86770a), 148, 0), // CryptoSpecDecrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x869415), x::Name(0x86770a), 148, 1), // CryptoSpecDeepRecrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x86aa11), x::Name(0x86770a), 149, 1), // CryptoSpecEncrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x86bc0e), x::Name(0x86770a), 150, 0), // CryptoSpecNoOp: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x86cb12), x::Name(0x86bc0e), 150, 1), // CryptoSpecRegister: CryptoSpecNoOp
+        x::TypeEntry::structure(x::Name(0x86de18), x::Name(0x86770a), 151, 1), // CryptoSpecShallowRecrypt: CryptoSpec
+        x::TypeEntry::request(x::Name(0x86f717), 152, 1), // CryptoUnlockRequestType
+        x::TypeEntry::request(x::Name(0x870f16), 153, 1), // CurrentTimeRequestType
+        x::TypeEntry::structure(x::Name(0x87260e), x::Name(0xbb9c0b), 154, 6), // CustomFieldDef: DynamicData
+        x::TypeEntry::structure(x::Name(0x873518), x::Name(0x874e13), 160, 0), // CustomFieldDefAddedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x874e13), x::Name(0x879810), 160, 2), // CustomFieldDefEvent: CustomFieldEvent
+        x::TypeEntry::structure(x::Name(0x87621a), x::Name(0x874e13), 162, 0), // CustomFieldDefRemovedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x877d1a), x::Name(0x874e13), 162, 1), // CustomFieldDefRenamedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x879810), x::Name(0xc19905), 163, 0), // CustomFieldEvent: Event
+        x::TypeEntry::structure(x::Name(0x87a916), x::Name(0x87c010), 163, 1), // CustomFieldStringValue: CustomFieldValue
+        x::TypeEntry::structure(x::Name(0x87c010), x::Name(0xbb9c0b), 164, 1), // CustomFieldValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x87d11c), x::Name(0x879810), 165, 5), // CustomFieldValueChangedEvent: CustomFieldEvent
+        x::TypeEntry::structure(x::Name(0x87ee1b), x::Name(0xbb9c0b), 170, 2), // CustomizationAdapterMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x880a1e), x::Name(0x8a6f1a), 172, 0), // CustomizationAutoIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x88291a), x::Name(0x8a381d), 172, 2), // CustomizationCloudinitPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x88441e), x::Name(0x8a5618), 174, 1), // CustomizationCustomIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x886320), x::Name(0x8a6f1a), 175, 1), // CustomizationCustomIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x888417), x::Name(0x8b3611), 176, 1), // CustomizationCustomName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x889c1c), x::Name(0x8a5618), 177, 0), // CustomizationDhcpIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x88b91e), x::Name(0x8a6f1a), 177, 0), // CustomizationDhcpIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x88d818), x::Name(0x8a5618), 177, 0), // CustomizationDisableIpV4: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x88f112), x::Name(0x212ed07), 177, 1), // CustomizationEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x890413), x::Name(0x88f112), 178, 1), // CustomizationFailed: CustomizationEvent
+        x::TypeEntry::enumeration(x::Name(0x89181d), 13, 4), // CustomizationFailedReasonCode
+        x::TypeEntry::structure(x::Name(0x893612), x::Name(0x1d94808), 179, 0), // CustomizationFault: VimFault
+        x::TypeEntry::structure(x::Name(0x894914), x::Name(0x8a5618), 179, 1), // CustomizationFixedIp: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x895e16), x::Name(0x8a6f1a), 180, 2), // CustomizationFixedIpV6: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x897516), x::Name(0x8b3611), 182, 1), // CustomizationFixedName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x898c1d), x::Name(0xbb9c0b), 183, 2), // CustomizationGlobalIPSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x89aa17), x::Name(0xbb9c0b), 185, 1), // CustomizationGuiRunOnce: DynamicData
+        x::TypeEntry::structure(x::Name(0x89c21a), x::Name(0xbb9c0b), 186, 4), // CustomizationGuiUnattended: DynamicData
+        x::TypeEntry::structure(x::Name(0x89dd17), x::Name(0xbb9c0b), 190, 9), // CustomizationIPSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x89f526), x::Name(0xbb9c0b), 199, 2), // CustomizationIPSettingsIpV6AddressSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x8a1c1b), x::Name(0xbb9c0b), 201, 5), // CustomizationIdentification: DynamicData
+        x::TypeEntry::structure(x::Name(0x8a381d), x::Name(0xbb9c0b), 206, 0), // CustomizationIdentitySettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x8a5618), x::Name(0xbb9c0b), 206, 0), // CustomizationIpGenerator: DynamicData
+        x::TypeEntry::structure(x::Name(0x8a6f1a), x::Name(0xbb9c0b), 206, 0), // CustomizationIpV6Generator: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x8a8a1c), 17, 2), // CustomizationLicenseDataMode
+        x::TypeEntry::structure(x::Name(0x8aa721), x::Name(0xbb9c0b), 206, 2), // CustomizationLicenseFilePrintData: DynamicData
+        x::TypeEntry::structure(x::Name(0x8ac91a), x::Name(0x8a381d), 208, 0), // CustomizationLinuxFlexPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8ae420), x::Name(0x890413), 208, 0), // CustomizationLinuxIdentityFailed: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x8b0519), x::Name(0x8b8114), 208, 0), // CustomizationLinuxOptions: CustomizationOptions
+        x::TypeEntry::structure(x::Name(0x8b1f16), x::Name(0x8a381d), 208, 9), // CustomizationLinuxPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8b3611), x::Name(0xbb9c0b), 217, 0), // CustomizationName: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x8b4818), 19, 3), // CustomizationNetBIOSMode
+        x::TypeEntry::structure(x::Name(0x8b611f), x::Name(0x890413), 217, 0), // CustomizationNetworkSetupFailed: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x8b8114), x::Name(0xbb9c0b), 217, 0), // CustomizationOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x8b9615), x::Name(0xbb9c0b), 217, 2), // CustomizationPassword: DynamicData
+        x::TypeEntry::structure(x::Name(0x8bac14), x::Name(0x893612), 219, 0), // CustomizationPending: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x8bc117), x::Name(0x8b3611), 219, 1), // CustomizationPrefixName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x8bd911), x::Name(0xbb9c0b), 220, 5), // CustomizationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x8beb15), x::Name(0xbb9c0b), 225, 5), // CustomizationSpecInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x8c0115), x::Name(0xbb9c0b), 230, 2), // CustomizationSpecItem: DynamicData
+        x::TypeEntry::request(x::Name(0x8c1725), 232, 2), // CustomizationSpecItemToXmlRequestType
+        x::TypeEntry::structure(x::Name(0x8c3d19), x::Name(0x88f112), 234, 0), // CustomizationStartedEvent: CustomizationEvent
+        x::TypeEntry::structure(x::Name(0x8c5723), x::Name(0x8a6f1a), 234, 0), // CustomizationStatelessIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x8c7b16), x::Name(0x88f112), 234, 0), // CustomizationSucceeded: CustomizationEvent
+        x::TypeEntry::structure(x::Name(0x8c9214), x::Name(0x8a381d), 234, 8), // CustomizationSysprep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8ca71a), x::Name(0x890413), 242, 2), // CustomizationSysprepFailed: CustomizationFailed
+        x::TypeEntry::enumeration(x::Name(0x8cc220), 22, 3), // CustomizationSysprepRebootOption
+        x::TypeEntry::structure(x::Name(0x8ce318), x::Name(0x8a381d), 244, 1), // CustomizationSysprepText: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8cfc1b), x::Name(0x890413), 245, 0), // CustomizationUnknownFailure: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x8d181f), x::Name(0x8a5618), 245, 0), // CustomizationUnknownIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x8d3821), x::Name(0x8a6f1a), 245, 0), // CustomizationUnknownIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x8d5a18), x::Name(0x8b3611), 245, 0), // CustomizationUnknownName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x8d7315), x::Name(0xbb9c0b), 245, 4), // CustomizationUserData: DynamicData
+        x::TypeEntry::structure(x::Name(0x8d891f), x::Name(0x8b3611), 249, 0), // CustomizationVirtualMachineName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x8da917), x::Name(0x8b8114), 249, 3), // CustomizationWinOptions: CustomizationOptions
+        x::TypeEntry::structure(x::Name(0x8dc11c), x::Name(0x8a381d), 252, 0), // CustomizationWindowsFlexPrep: CustomizationIdentitySettings
+        x::TypeEntry::request(x::Name(0x8dde19), 252, 5), // CustomizeGuestRequestType
+        x::TypeEntry::request(x::Name(0x8df816), 257, 2), // CustomizeVMRequestType
     ],
     decode,
     fields: &[
-        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2566507), x::Name(0x2a94603)), // cpuLoad: int
-        x::FieldEntry::optional(x::Name(0x2c7f50a), x::Name(0x2be5304)), // memoryLoad: long
-        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x328500d), x::Name(0x2a94603)), // sourceCpuLoad: int
-        x::FieldEntry::optional(x::Name(0x3291310), x::Name(0x2be5304)), // sourceMemoryLoad: long
-        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x13ff016)), // destination: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2684012), x::Name(0x2a94603)), // destinationCpuLoad: int
-        x::FieldEntry::optional(x::Name(0x2688a15), x::Name(0x2be5304)), // destinationMemoryLoad: long
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x307480a), x::Name(0x3344606)), // reasonText: string
-        x::FieldEntry::repeated(x::Name(0x2cb2d0d), x::Name(0x6fbe13)), // migrationList: ClusterDrsMigration
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0xb16e0b)), // behavior: DrsBehavior
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6feb16)), // info: ClusterDrsVmConfigInfo
-        x::FieldEntry::required(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
-        x::FieldEntry::required(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x336d810), x::Name(0xbcfe07)), // supportedEVCMode: EVCMode
-        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
-        x::FieldEntry::repeated(x::Name(0x2935d15), x::Name(0xe2ca0d)), // guaranteedCPUFeatures: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0x288830b), x::Name(0xeacc0f)), // featureMask: HostFeatureMask
-        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6a1e25)), // info: ClusterComputeResourceMaintenanceInfo
-        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x6f6e10)), // fault: ClusterDrsFaults
-        x::FieldEntry::repeated(x::Name(0x29fac0a), x::Name(0x70ca31)), // hostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
-        x::FieldEntry::repeated(x::Name(0x285bb0d), x::Name(0x13ff016)), // failoverHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
-        x::FieldEntry::required(x::Name(0x25a2014), x::Name(0x2a94603)), // currentFailoverLevel: int
-        x::FieldEntry::required(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x3243a0a), x::Name(0x758411)), // slotPolicy: ClusterSlotPolicy
-        x::FieldEntry::required(x::Name(0x2599d22), x::Name(0x2a94603)), // currentCpuFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x25a8c25), x::Name(0x2a94603)), // currentMemoryFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x25ac523), x::Name(0x2a94603)), // currentPMemFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x2559f1b), x::Name(0x2a94603)), // cpuFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x2c7ab1e), x::Name(0x2a94603)), // memoryFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x23a2316), x::Name(0x2405e07)), // autoComputePercentages: boolean
-        x::FieldEntry::optional(x::Name(0x2ee431c), x::Name(0x2a94603)), // pMemFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x239fb27), x::Name(0x2405e07)), // autoComputePMemFailoverResourcesPercent: boolean
-        x::FieldEntry::required(x::Name(0x2553a03), x::Name(0x2a94603)), // cpu: int
-        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x2a94603)), // memory: int
-        x::FieldEntry::required(x::Name(0x35de10b), x::Name(0x3344606)), // vmGroupName: string
-        x::FieldEntry::repeated(x::Name(0x29d050d), x::Name(0x3344606)), // hostGroupName: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfcaf11)), // spec: HostNasVolumeSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257f30a), x::Name(0x153a119)), // createSpec: NvdimmNamespaceCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257f30a), x::Name(0x154a01d)), // createSpec: NvdimmPMemNamespaceCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x306840e), x::Name(0x3344606)), // rdmaDeviceName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x19e2111)), // spec: ScheduledTaskSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2aa620a), x::Name(0x161bb0c)), // intervalId: PerfInterval
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257f30a), x::Name(0x1699611)), // createSpec: ProfileCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x2b3980a), x::Name(0x2405e07)), // isVolatile: boolean
+        x::FieldEntry::optional(x::Name(0x2493209), x::Name(0x3344606)), // classType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x34f6b0b), x::Name(0x2405e07)), // userCreated: boolean
-        x::FieldEntry::optional(x::Name(0x3484108), x::Name(0x3344606)), // uniqueID: string
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x720910)), // info: ClusterGroupInfo
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e9070d), x::Name(0x3344606)), // operationType: string
-        x::FieldEntry::required(x::Name(0x2e9070d), x::Name(0x106ab16)), // operationType: HostPowerOperationType
-        x::FieldEntry::optional(x::Name(0x2fb1314), x::Name(0x2a94603)), // powerConsumptionWatt: int
-        x::FieldEntry::optional(x::Name(0x2556c0e), x::Name(0x2a94603)), // cpuCapacityMHz: int
-        x::FieldEntry::optional(x::Name(0x2c6f60d), x::Name(0x2a94603)), // memCapacityMB: int
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0x3344606)), // behavior: string
-        x::FieldEntry::optional(x::Name(0x2cd3413), x::Name(0x3344606)), // moderateRemediation: string
-        x::FieldEntry::optional(x::Name(0x320e711), x::Name(0x3344606)), // severeRemediation: string
-        x::FieldEntry::repeated(x::Name(0x302e809), x::Name(0x3344606)), // providers: string
-        x::FieldEntry::required(x::Name(0x33e240a), x::Name(0x13ff016)), // targetHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e82e06), x::Name(0x3344606)), // opType: string
-        x::FieldEntry::optional(x::Name(0x356bb06), x::Name(0x3344606)), // vibUrl: string
-        x::FieldEntry::optional(x::Name(0x2757a0c), x::Name(0x6fbe13)), // drsMigration: ClusterDrsMigration
-        x::FieldEntry::required(x::Name(0x2d58f10), x::Name(0x13ff016)), // networkPortGroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2aeca0a), x::Name(0x89dd17)), // ipSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x191bc12)), // spec: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x19e2111)), // spec: ScheduledTaskSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xc80918)), // spec: FaultToleranceConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x2405e07)), // memory: boolean
+        x::FieldEntry::optional(x::Name(0x305b00b), x::Name(0x1f4091e)), // quiesceSpec: VirtualMachineGuestQuiesceSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x2405e07)), // memory: boolean
+        x::FieldEntry::required(x::Name(0x3058407), x::Name(0x2405e07)), // quiesce: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xefaa11)), // spec: HostHbaCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x33ef20a), x::Name(0x3344606)), // taskTypeId: string
+        x::FieldEntry::required(x::Name(0x243740a), x::Name(0x2405e07)), // cancelable: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x33ef20a), x::Name(0x3344606)), // taskTypeId: string
+        x::FieldEntry::optional(x::Name(0x2a7e50b), x::Name(0x3344606)), // initiatedBy: string
+        x::FieldEntry::required(x::Name(0x243740a), x::Name(0x2405e07)), // cancelable: boolean
+        x::FieldEntry::optional(x::Name(0x2f05d0d), x::Name(0x3344606)), // parentTaskKey: string
+        x::FieldEntry::optional(x::Name(0x22dad0c), x::Name(0x3344606)), // activationId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x264b412), x::Name(0x773112)), // defaultVmReadiness: ClusterVmReadiness
-        x::FieldEntry::repeated(x::Name(0x2389c09), x::Name(0x672216)), // attempted: ClusterAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x2db7a0c), x::Name(0x739a19)), // notAttempted: ClusterNotAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x2cdec0b), x::Name(0x13ff016)), // monitoredVm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fd7b0d), x::Name(0x13ff016)), // preemptibleVm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x74151c)), // info: ClusterPreemptibleVmPairInfo
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x24dad0d), x::Name(0x77fc11)), // complyProfile: ComplianceProfile
-        x::FieldEntry::optional(x::Name(0x24dad0d), x::Name(0x77fc11)), // complyProfile: ComplianceProfile
-        x::FieldEntry::repeated(x::Name(0x31f8a0b), x::Name(0x3344606)), // serviceType: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2fda506), x::Name(0x3344606)), // prefix: string
+        x::FieldEntry::required(x::Name(0x3359806), x::Name(0x3344606)), // suffix: string
+        x::FieldEntry::optional(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2fda506), x::Name(0x3344606)), // prefix: string
+        x::FieldEntry::required(x::Name(0x3359806), x::Name(0x3344606)), // suffix: string
+        x::FieldEntry::optional(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0xdb2a0f)), // user: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3110307), x::Name(0x191bc12)), // resSpec: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x1cbc60e)), // configSpec: VAppConfigSpec
+        x::FieldEntry::optional(x::Name(0x35dd008), x::Name(0x13ff016)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1ecbb18)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1e3d10f)), // spec: VirtualDiskSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x21f3317)), // spec: VmfsDatastoreCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe57524)), // spec: HostDatastoreSystemVvolDatastoreSpec
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x3344606)), // keyId: string
+        x::FieldEntry::optional(x::Name(0x302dd0a), x::Name(0x134210d)), // providerId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2317909), x::Name(0x3344606)), // algorithm: string
+        x::FieldEntry::required(x::Name(0x2b52e07), x::Name(0x3344606)), // keyData: string
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a7410a), x::Name(0x83d70e)), // initialKey: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2fe1807), x::Name(0x2405e07)), // present: boolean
+        x::FieldEntry::optional(x::Name(0x2c0810e), x::Name(0x3344606)), // managementType: string
+        x::FieldEntry::optional(x::Name(0x22ca00d), x::Name(0x2405e07)), // accessGranted: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24c020a), x::Name(0x3344606)), // commonName: string
+        x::FieldEntry::optional(x::Name(0x2ea9e0c), x::Name(0x3344606)), // organization: string
+        x::FieldEntry::optional(x::Name(0x2eaab10), x::Name(0x3344606)), // organizationUnit: string
+        x::FieldEntry::optional(x::Name(0x2bce908), x::Name(0x3344606)), // locality: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x254fd07), x::Name(0x3344606)), // country: string
+        x::FieldEntry::optional(x::Name(0x279de05), x::Name(0x3344606)), // email: string
+        x::FieldEntry::required(x::Name(0x334ae07), x::Name(0x3344606)), // subject: string
+        x::FieldEntry::required(x::Name(0x2b46406), x::Name(0x3344606)), // issuer: string
+        x::FieldEntry::required(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::required(x::Name(0x2db9309), x::Name(0x2607608)), // notBefore: dateTime
+        x::FieldEntry::required(x::Name(0x2db4e08), x::Name(0x2607608)), // notAfter: dateTime
+        x::FieldEntry::required(x::Name(0x28b4a0b), x::Name(0x3344606)), // fingerprint: string
+        x::FieldEntry::required(x::Name(0x247d109), x::Name(0x2607608)), // checkTime: dateTime
+        x::FieldEntry::optional(x::Name(0x31bf611), x::Name(0x2a94603)), // secondsSinceValid: int
+        x::FieldEntry::optional(x::Name(0x31be213), x::Name(0x2a94603)), // secondsBeforeExpire: int
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x2c0810e), x::Name(0x3344606)), // managementType: string
+        x::FieldEntry::repeated(x::Name(0x31e9507), x::Name(0x86591d)), // servers: CryptoManagerKmipServerStatus
+        x::FieldEntry::optional(x::Name(0x249510e), x::Name(0x84c020)), // clientCertInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2b5210c), x::Name(0x2405e07)), // keyAvailable: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2b56a07), x::Name(0x852127)), // keyInfo: CryptoManagerKmipCryptoKeyStatusKeyInfo
+        x::FieldEntry::repeated(x::Name(0x27bd40c), x::Name(0x13ff016)), // encryptedVMs: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2305a0d), x::Name(0x13ff016)), // affectedHosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x30b1710), x::Name(0x3344606)), // referencedByTags: string
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x3344606)), // keyId: string
+        x::FieldEntry::optional(x::Name(0x250520e), x::Name(0x2607608)), // configuredTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::optional(x::Name(0x317390a), x::Name(0x2607608)), // rotateTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x238fa0a), x::Name(0x134dd08)), // attributes: KeyValue
+        x::FieldEntry::optional(x::Name(0x2b5bc07), x::Name(0x3344606)), // keyType: string
+        x::FieldEntry::required(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::optional(x::Name(0x2454708), x::Name(0x84c020)), // certInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::optional(x::Name(0x2497211), x::Name(0x2405e07)), // clientTrustServer: boolean
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2521610), x::Name(0x3344606)), // connectionStatus: string
+        x::FieldEntry::optional(x::Name(0x2454708), x::Name(0x84c020)), // certInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::optional(x::Name(0x2497211), x::Name(0x2405e07)), // clientTrustServer: boolean
+        x::FieldEntry::optional(x::Name(0x31e7b11), x::Name(0x2405e07)), // serverTrustClient: boolean
+        x::FieldEntry::required(x::Name(0x2d7d208), x::Name(0x83cb0b)), // newKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x258d10b), x::Name(0x83cb0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x258d10b), x::Name(0x83cb0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2d7d208), x::Name(0x83cb0b)), // newKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
         x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
-        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x307480a), x::Name(0x3344606)), // reasonText: string
-        x::FieldEntry::optional(x::Name(0x36bd20b), x::Name(0x3344606)), // warningText: string
-        x::FieldEntry::optional(x::Name(0x36bc30e), x::Name(0x13d2d12)), // warningDetails: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x2fde90c), x::Name(0x3344606)), // prerequisite: string
-        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x66cb0d)), // action: ClusterAction
-        x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x257110a), x::Name(0x2a94603)), // cpuUsedMHz: int
-        x::FieldEntry::required(x::Name(0x2556c0e), x::Name(0x2a94603)), // cpuCapacityMHz: int
-        x::FieldEntry::required(x::Name(0x2c72f09), x::Name(0x2a94603)), // memUsedMB: int
-        x::FieldEntry::required(x::Name(0x2c6f60d), x::Name(0x2a94603)), // memCapacityMB: int
-        x::FieldEntry::optional(x::Name(0x2ee240f), x::Name(0x2be5304)), // pMemAvailableMB: long
-        x::FieldEntry::optional(x::Name(0x2ee340e), x::Name(0x2be5304)), // pMemCapacityMB: long
-        x::FieldEntry::required(x::Name(0x333b40d), x::Name(0x2be5304)), // storageUsedMB: long
-        x::FieldEntry::required(x::Name(0x3324b11), x::Name(0x2be5304)), // storageCapacityMB: long
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2c0c009), x::Name(0x2405e07)), // mandatory: boolean
-        x::FieldEntry::optional(x::Name(0x34f6b0b), x::Name(0x2405e07)), // userCreated: boolean
-        x::FieldEntry::optional(x::Name(0x2a3fc0c), x::Name(0x2405e07)), // inCompliance: boolean
-        x::FieldEntry::optional(x::Name(0x317bc08), x::Name(0x3344606)), // ruleUuid: string
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x75640f)), // info: ClusterRuleInfo
-        x::FieldEntry::required(x::Name(0x2e77509), x::Name(0x3344606)), // oldStatus: string
-        x::FieldEntry::required(x::Name(0x2d82109), x::Name(0x3344606)), // newStatus: string
-        x::FieldEntry::repeated(x::Name(0x232ea11), x::Name(0x13ff016)), // allowedDatastores: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2db5714), x::Name(0x13ff016)), // notAllowedDatastores: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x275e018), x::Name(0x3344606)), // dsTagCategoriesToExclude: string
-        x::FieldEntry::optional(x::Name(0x2663d0e), x::Name(0x3344606)), // deploymentMode: string
-        x::FieldEntry::repeated(x::Name(0x232ea11), x::Name(0x6ec71a)), // allowedDatastores: ClusterDatastoreUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x2db5714), x::Name(0x6ec71a)), // notAllowedDatastores: ClusterDatastoreUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x275e018), x::Name(0x760f1c)), // dsTagCategoriesToExclude: ClusterTagCategoryUpdateSpec
-        x::FieldEntry::optional(x::Name(0x2663d0e), x::Name(0x3344606)), // deploymentMode: string
-        x::FieldEntry::optional(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
-        x::FieldEntry::required(x::Name(0x3434213), x::Name(0x2a94603)), // totalCpuCapacityMhz: int
-        x::FieldEntry::required(x::Name(0x3439512), x::Name(0x2a94603)), // totalMemCapacityMB: int
-        x::FieldEntry::required(x::Name(0x256e411), x::Name(0x2a94603)), // cpuReservationMhz: int
-        x::FieldEntry::required(x::Name(0x2c71e10), x::Name(0x2a94603)), // memReservationMB: int
-        x::FieldEntry::optional(x::Name(0x2fc0e1b), x::Name(0x2a94603)), // poweredOffCpuReservationMhz: int
-        x::FieldEntry::optional(x::Name(0x2fc2a1a), x::Name(0x2a94603)), // poweredOffMemReservationMB: int
-        x::FieldEntry::required(x::Name(0x255830c), x::Name(0x2a94603)), // cpuDemandMhz: int
-        x::FieldEntry::required(x::Name(0x2c7040b), x::Name(0x2a94603)), // memDemandMB: int
-        x::FieldEntry::required(x::Name(0x331600e), x::Name(0x2be5304)), // statsGenNumber: long
-        x::FieldEntry::required(x::Name(0x255900e), x::Name(0x2a94603)), // cpuEntitledMhz: int
-        x::FieldEntry::required(x::Name(0x2c7100d), x::Name(0x2a94603)), // memEntitledMB: int
-        x::FieldEntry::required(x::Name(0x2fc6211), x::Name(0x2a94603)), // poweredOffVmCount: int
-        x::FieldEntry::required(x::Name(0x343d90c), x::Name(0x2a94603)), // totalVmCount: int
-        x::FieldEntry::optional(x::Name(0x3409212), x::Name(0x2a94603)), // tier0MemCapacityMB: int
-        x::FieldEntry::optional(x::Name(0x3125712), x::Name(0x2a94603)), // reservedTier0MemMB: int
-        x::FieldEntry::optional(x::Name(0x34a8314), x::Name(0x2a94603)), // unreservedTier0MemMB: int
-        x::FieldEntry::optional(x::Name(0x361d019), x::Name(0x3344606)), // vmStorageProtectionForAPD: string
-        x::FieldEntry::optional(x::Name(0x27a2a18), x::Name(0x2405e07)), // enableAPDTimeoutForHosts: boolean
-        x::FieldEntry::optional(x::Name(0x3621419), x::Name(0x2a94603)), // vmTerminateDelayForAPDSec: int
-        x::FieldEntry::optional(x::Name(0x3616516), x::Name(0x3344606)), // vmReactionOnAPDCleared: string
-        x::FieldEntry::optional(x::Name(0x361ea19), x::Name(0x3344606)), // vmStorageProtectionForPDL: string
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x35de10b), x::Name(0x3344606)), // vmGroupName: string
-        x::FieldEntry::optional(x::Name(0x2306813), x::Name(0x3344606)), // affineHostGroupName: string
-        x::FieldEntry::optional(x::Name(0x2343717), x::Name(0x3344606)), // antiAffineHostGroupName: string
+        x::FieldEntry::optional(x::Name(0x2c03311), x::Name(0x3344606)), // managedObjectType: string
+        x::FieldEntry::optional(x::Name(0x2895112), x::Name(0x168ba12)), // fieldDefPrivileges: PrivilegePolicyDef
+        x::FieldEntry::optional(x::Name(0x2896417), x::Name(0x168ba12)), // fieldInstancePrivileges: PrivilegePolicyDef
+        x::FieldEntry::required(x::Name(0x2897c08), x::Name(0x2a94603)), // fieldKey: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2897c08), x::Name(0x2a94603)), // fieldKey: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
+        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x89dd17)), // adapter: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x2ca1008), x::Name(0x3344606)), // metadata: string
+        x::FieldEntry::optional(x::Name(0x350c208), x::Name(0x3344606)), // userdata: string
+        x::FieldEntry::optional(x::Name(0x2364008), x::Name(0x3344606)), // argument: string
+        x::FieldEntry::optional(x::Name(0x2364008), x::Name(0x3344606)), // argument: string
+        x::FieldEntry::optional(x::Name(0x2364008), x::Name(0x3344606)), // argument: string
+        x::FieldEntry::optional(x::Name(0x2bdd00b), x::Name(0x3344606)), // logLocation: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x3352d0a), x::Name(0x2a94603)), // subnetMask: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x273d40d), x::Name(0x3344606)), // dnsSuffixList: string
+        x::FieldEntry::repeated(x::Name(0x273c60d), x::Name(0x3344606)), // dnsServerList: string
+        x::FieldEntry::repeated(x::Name(0x24be40b), x::Name(0x3344606)), // commandList: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x8b9615)), // password: CustomizationPassword
+        x::FieldEntry::required(x::Name(0x340f908), x::Name(0x2a94603)), // timeZone: int
+        x::FieldEntry::required(x::Name(0x23ac909), x::Name(0x2405e07)), // autoLogon: boolean
+        x::FieldEntry::required(x::Name(0x23ad30e), x::Name(0x2a94603)), // autoLogonCount: int
+        x::FieldEntry::required(x::Name(0x2ad6e02), x::Name(0x8a5618)), // ip: CustomizationIpGenerator
+        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
+        x::FieldEntry::repeated(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x2af7208), x::Name(0x89f526)), // ipV6Spec: CustomizationIPSettingsIpV6AddressSpec
+        x::FieldEntry::repeated(x::Name(0x273c60d), x::Name(0x3344606)), // dnsServerList: string
+        x::FieldEntry::optional(x::Name(0x2738309), x::Name(0x3344606)), // dnsDomain: string
+        x::FieldEntry::optional(x::Name(0x2ff220b), x::Name(0x3344606)), // primaryWINS: string
+        x::FieldEntry::optional(x::Name(0x31bd40d), x::Name(0x3344606)), // secondaryWINS: string
+        x::FieldEntry::optional(x::Name(0x2d30407), x::Name(0x8b4818)), // netBIOS: CustomizationNetBIOSMode
+        x::FieldEntry::repeated(x::Name(0x2ad6e02), x::Name(0x8a6f1a)), // ip: CustomizationIpV6Generator
+        x::FieldEntry::repeated(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x2b4960d), x::Name(0x3344606)), // joinWorkgroup: string
+        x::FieldEntry::optional(x::Name(0x2b48b0a), x::Name(0x3344606)), // joinDomain: string
+        x::FieldEntry::optional(x::Name(0x274140b), x::Name(0x3344606)), // domainAdmin: string
+        x::FieldEntry::optional(x::Name(0x2742013), x::Name(0x8b9615)), // domainAdminPassword: CustomizationPassword
+        x::FieldEntry::optional(x::Name(0x2746108), x::Name(0x3344606)), // domainOU: string
+        x::FieldEntry::required(x::Name(0x23ae208), x::Name(0x8a8a1c)), // autoMode: CustomizationLicenseDataMode
+        x::FieldEntry::optional(x::Name(0x23b4609), x::Name(0x2a94603)), // autoUsers: int
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x8b3611)), // hostName: CustomizationName
+        x::FieldEntry::required(x::Name(0x2740d06), x::Name(0x3344606)), // domain: string
+        x::FieldEntry::optional(x::Name(0x340f908), x::Name(0x3344606)), // timeZone: string
+        x::FieldEntry::optional(x::Name(0x2a2090a), x::Name(0x2405e07)), // hwClockUTC: boolean
+        x::FieldEntry::optional(x::Name(0x31a840a), x::Name(0x3344606)), // scriptText: string
+        x::FieldEntry::optional(x::Name(0x24cf81d), x::Name(0x3344606)), // compatibleCustomizationMethod: string
+        x::FieldEntry::optional(x::Name(0x312700d), x::Name(0x2405e07)), // resetPassword: boolean
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x8b9615)), // password: CustomizationPassword
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2f77809), x::Name(0x2405e07)), // plainText: boolean
+        x::FieldEntry::required(x::Name(0x23e7404), x::Name(0x3344606)), // base: string
+        x::FieldEntry::optional(x::Name(0x2e9b607), x::Name(0x8b8114)), // options: CustomizationOptions
+        x::FieldEntry::required(x::Name(0x2a33a08), x::Name(0x8a381d)), // identity: CustomizationIdentitySettings
+        x::FieldEntry::required(x::Name(0x291ec10), x::Name(0x898c1d)), // globalIPSettings: CustomizationGlobalIPSettings
+        x::FieldEntry::repeated(x::Name(0x2d96f0d), x::Name(0x87ee1b)), // nicSettingMap: CustomizationAdapterMapping
+        x::FieldEntry::repeated(x::Name(0x27ca40d), x::Name(0x2420604)), // encryptionKey: byte
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x2b7d20e), x::Name(0x2607608)), // lastUpdateTime: dateTime
+        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x8beb15)), // info: CustomizationSpecInfo
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8bd911)), // spec: CustomizationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b47204), x::Name(0x8c0115)), // item: CustomizationSpecItem
+        x::FieldEntry::required(x::Name(0x2970c0d), x::Name(0x89c21a)), // guiUnattended: CustomizationGuiUnattended
+        x::FieldEntry::required(x::Name(0x34f7708), x::Name(0x8d7315)), // userData: CustomizationUserData
+        x::FieldEntry::optional(x::Name(0x297010a), x::Name(0x89aa17)), // guiRunOnce: CustomizationGuiRunOnce
+        x::FieldEntry::required(x::Name(0x2a30c0e), x::Name(0x8a1c1b)), // identification: CustomizationIdentification
+        x::FieldEntry::optional(x::Name(0x2b98614), x::Name(0x8aa721)), // licenseFilePrintData: CustomizationLicenseFilePrintData
+        x::FieldEntry::optional(x::Name(0x31a840a), x::Name(0x3344606)), // scriptText: string
+        x::FieldEntry::optional(x::Name(0x312700d), x::Name(0x2405e07)), // resetPassword: boolean
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::required(x::Name(0x33be60e), x::Name(0x3344606)), // sysprepVersion: string
+        x::FieldEntry::required(x::Name(0x33d1c0d), x::Name(0x3344606)), // systemVersion: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2908108), x::Name(0x3344606)), // fullName: string
+        x::FieldEntry::required(x::Name(0x2ea9607), x::Name(0x3344606)), // orgName: string
+        x::FieldEntry::required(x::Name(0x24e980c), x::Name(0x8b3611)), // computerName: CustomizationName
+        x::FieldEntry::required(x::Name(0x3005f09), x::Name(0x3344606)), // productId: string
+        x::FieldEntry::required(x::Name(0x2462d09), x::Name(0x2405e07)), // changeSID: boolean
+        x::FieldEntry::required(x::Name(0x265160e), x::Name(0x2405e07)), // deleteAccounts: boolean
+        x::FieldEntry::optional(x::Name(0x3075306), x::Name(0x8cc220)), // reboot: CustomizationSysprepRebootOption
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3617c0b), x::Name(0x773112)), // vmReadiness: ClusterVmReadiness
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x76fb1a)), // info: ClusterVmOrchestrationInfo
-        x::FieldEntry::optional(x::Name(0x307050e), x::Name(0x3344606)), // readyCondition: string
-        x::FieldEntry::optional(x::Name(0x2fafe0e), x::Name(0x2a94603)), // postReadyDelay: int
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x35e510c), x::Name(0x3344606)), // vmMonitoring: string
-        x::FieldEntry::optional(x::Name(0x24aff0f), x::Name(0x2405e07)), // clusterSettings: boolean
-        x::FieldEntry::optional(x::Name(0x286500f), x::Name(0x2a94603)), // failureInterval: int
-        x::FieldEntry::optional(x::Name(0x2cbe209), x::Name(0x2a94603)), // minUpTime: int
-        x::FieldEntry::optional(x::Name(0x2c27c0b), x::Name(0x2a94603)), // maxFailures: int
-        x::FieldEntry::optional(x::Name(0x2c26b10), x::Name(0x2a94603)), // maxFailureWindow: int
-        x::FieldEntry::required(x::Name(0x2866e0b), x::Name(0x3344606)), // failureType: string
-        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
-        x::FieldEntry::repeated(x::Name(0x2867a0d), x::Name(0x77c128)), // failureValues: ComplianceFailureComplianceFailureValues
-        x::FieldEntry::required(x::Name(0x24c9214), x::Name(0x3344606)), // comparisonIdentifier: string
-        x::FieldEntry::optional(x::Name(0x301150f), x::Name(0x3344606)), // profileInstance: string
-        x::FieldEntry::optional(x::Name(0x2a02c09), x::Name(0x234a207)), // hostValue: anyType
-        x::FieldEntry::optional(x::Name(0x301760c), x::Name(0x234a207)), // profileValue: anyType
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8bd911)), // spec: CustomizationSpec
+        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x156630b)), // configParams: OptionValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8bd911)), // spec: CustomizationSpec
     ],
     values: &[
-        x::Name(0x27eaa0f), // enterQuarantine
-        x::Name(0x282b50e), // exitQuarantine
-        x::Name(0x27e9910), // enterMaintenance
-        x::Name(0x1400706), // Manual
-        x::Name(0x5a3409), // Automated
-        x::Name(0x16d6e0e), // QuarantineMode
-        x::Name(0x13f230f), // MaintenanceMode
-        x::Name(0x156a417), // OverrideAutomationLevel
-        x::Name(0x18f4310), // ReserveResources
-        x::Name(0x8e2903), // DRS
-        x::Name(0xd90a02), // HA
-        x::Name(0x8e2003), // DPM
-        x::Name(0xc73b02), // FT
-        x::Name(0x19bfa0e), // SYSTEM_MANAGED
-        x::Name(0x8806), // ABSENT
-        x::Name(0x26e4608), // disabled
-        x::Name(0x36bbb07), // warning
-        x::Name(0x3145013), // restartConservative
-        x::Name(0x3143e11), // restartAggressive
-        x::Name(0x24a1b0e), // clusterDefault
-        x::Name(0x2daff04), // none
-        x::Name(0x3126a05), // reset
-        x::Name(0x34e4311), // useClusterDefault
-        x::Name(0x2daff04), // none
-        x::Name(0x2fc7409), // poweredOn
-        x::Name(0x2942b12), // guestHbStatusGreen
-        x::Name(0x234c410), // appHbStatusGreen
-        x::Name(0x34e4311), // useClusterDefault
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2aa3008), // internal
+        x::Name(0x284cf08), // external
+        x::Name(0x1349616), // KeyStateMissingInCache
+        x::Name(0x1342f16), // KeyStateClusterInvalid
+        x::Name(0x134461a), // KeyStateClusterUnreachable
+        x::Name(0x134ad14), // KeyStateMissingInKMS
+        x::Name(0x134c21a), // KeyStateNotActiveOrEnabled
+        x::Name(0x134761f), // KeyStateManagedByTrustAuthority
+        x::Name(0x1346114), // KeyStateManagedByNKP
+        x::Name(0x14f2b1f), // NoPermissionToAccessKeyProvider
+        x::Name(0x22bbf17), // WrappingKeyMissingInKMS
+        x::Name(0x22bd71d), // WrappingKeyNotActiveOrEnabled
+        x::Name(0x34fce19), // userDefinedScriptDisabled
+        x::Name(0x25bac15), // customizationDisabled
+        x::Name(0x3063a15), // rawDataIsNotSupported
+        x::Name(0x3702113), // wrongMetadataFormat
+        x::Name(0x2f38309), // perServer
+        x::Name(0x2f37b07), // perSeat
+        x::Name(0x27aac14), // enableNetBIOSViaDhcp
+        x::Name(0x27a9e0d), // enableNetBIOS
+        x::Name(0x26dfc0e), // disableNetBIOS
+        x::Name(0x3075306), // reboot
+        x::Name(0x2db1d08), // noreboot
+        x::Name(0x322b008), // shutdown
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        18 => return Some(x::decode_struct_object::<CreateTaskAction>(r)),
+        28 => return Some(x::decode_struct_object::<CryptoKeyId>(r)),
+        #[cfg(feature = "admin")] 29 => return Some(x::decode_struct_object::<CryptoKeyPlain>(r)),
+        #[cfg(feature = "admin")] 30 => return Some(x::decode_struct_object::<CryptoKeyResult>(r)),
+        #[cfg(feature = "admin")] 34 => return Some(x::decode_struct_object::<CryptoManagerHostKeyStatus>(r)),
+        #[cfg(feature = "admin")] 36 => return Some(x::decode_struct_object::<CryptoManagerKmipCertSignRequest>(r)),
+        37 => return Some(x::decode_struct_object::<CryptoManagerKmipCertificateInfo>(r)),
+        38 => return Some(x::decode_struct_object::<CryptoManagerKmipClusterStatus>(r)),
+        #[cfg(feature = "admin")] 39 => return Some(x::decode_struct_object::<CryptoManagerKmipCryptoKeyStatus>(r)),
+        #[cfg(feature = "admin")] 40 => return Some(x::decode_struct_object::<CryptoManagerKmipCryptoKeyStatusKeyInfo>(r)),
+        #[cfg(feature = "admin")] 42 => return Some(x::decode_struct_object::<CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo>(r)),
+        #[cfg(feature = "admin")] 43 => return Some(x::decode_struct_object::<CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo>(r)),
+        #[cfg(feature = "admin")] 44 => return Some(x::decode_struct_object::<CryptoManagerKmipCustomAttributeSpec>(r)),
+        #[cfg(feature = "admin")] 45 => return Some(x::decode_struct_object::<CryptoManagerKmipGenerateKeySpec>(r)),
+        #[cfg(feature = "admin")] 46 => return Some(x::decode_struct_object::<CryptoManagerKmipServerCertInfo>(r)),
+        47 => return Some(x::decode_struct_object::<CryptoManagerKmipServerStatus>(r)),
+        48 => return Some(x::decode_struct_object::<CryptoSpec>(r)),
+        49 => return Some(x::decode_struct_object::<CryptoSpecDecrypt>(r)),
+        50 => return Some(x::decode_struct_object::<CryptoSpecDeepRecrypt>(r)),
+        51 => return Some(x::decode_struct_object::<CryptoSpecEncrypt>(r)),
+        52 => return Some(x::decode_struct_object::<CryptoSpecNoOp>(r)),
+        53 => return Some(x::decode_struct_object::<CryptoSpecRegister>(r)),
+        54 => return Some(x::decode_struct_object::<CryptoSpecShallowRecrypt>(r)),
+        57 => return Some(x::decode_struct_object::<CustomFieldDef>(r)),
+        #[cfg(feature = "all-events")] 58 => return Some(x::decode_struct_object::<CustomFieldDefAddedEvent>(r)),
+        #[cfg(feature = "all-events")] 59 => return Some(x::decode_struct_object::<CustomFieldDefEvent>(r)),
+        #[cfg(feature = "all-events")] 60 => return Some(x::decode_struct_object::<CustomFieldDefRemovedEvent>(r)),
+        #[cfg(feature = "all-events")] 61 => return Some(x::decode_struct_object::<CustomFieldDefRenamedEvent>(r)),
+        #[cfg(feature = "all-events")] 62 => return Some(x::decode_struct_object::<CustomFieldEvent>(r)),
+        63 => return Some(x::decode_struct_object::<CustomFieldStringValue>(r)),
+        64 => return Some(x::decode_struct_object::<CustomFieldValue>(r)),
+        #[cfg(feature = "all-events")] 65 => return Some(x::decode_struct_object::<CustomFieldValueChangedEvent>(r)),
+        66 => return Some(x::decode_struct_object::<CustomizationAdapterMapping>(r)),
+        67 => return Some(x::decode_struct_object::<CustomizationAutoIpV6Generator>(r)),
+        68 => return Some(x::decode_struct_object::<CustomizationCloudinitPrep>(r)),
+        69 => return Some(x::decode_struct_object::<CustomizationCustomIpGenerator>(r)),
+        70 => return Some(x::decode_struct_object::<CustomizationCustomIpV6Generator>(r)),
+        71 => return Some(x::decode_struct_object::<CustomizationCustomName>(r)),
+        72 => return Some(x::decode_struct_object::<CustomizationDhcpIpGenerator>(r)),
+        73 => return Some(x::decode_struct_object::<CustomizationDhcpIpV6Generator>(r)),
+        74 => return Some(x::decode_struct_object::<CustomizationDisableIpV4>(r)),
+        #[cfg(feature = "all-events")] 75 => return Some(x::decode_struct_object::<CustomizationEvent>(r)),
+        #[cfg(feature = "all-events")] 76 => return Some(x::decode_struct_object::<CustomizationFailed>(r)),
+        78 => return Some(x::decode_struct_object::<CustomizationFault>(r)),
+        79 => return Some(x::decode_struct_object::<CustomizationFixedIp>(r)),
+        80 => return Some(x::decode_struct_object::<CustomizationFixedIpV6>(r)),
+        81 => return Some(x::decode_struct_object::<CustomizationFixedName>(r)),
+        82 => return Some(x::decode_struct_object::<CustomizationGlobalIPSettings>(r)),
+        83 => return Some(x::decode_struct_object::<CustomizationGuiRunOnce>(r)),
+        84 => return Some(x::decode_struct_object::<CustomizationGuiUnattended>(r)),
+        85 => return Some(x::decode_struct_object::<CustomizationIPSettings>(r)),
+        86 => return Some(x::decode_struct_object::<CustomizationIPSettingsIpV6AddressSpec>(r)),
+        87 => return Some(x::decode_struct_object::<CustomizationIdentification>(r)),
+        88 => return Some(x::decode_struct_object::<CustomizationIdentitySettings>(r)),
+        89 => return Some(x::decode_struct_object::<CustomizationIpGenerator>(r)),
+        90 => return Some(x::decode_struct_object::<CustomizationIpV6Generator>(r)),
+        92 => return Some(x::decode_struct_object::<CustomizationLicenseFilePrintData>(r)),
+        93 => return Some(x::decode_struct_object::<CustomizationLinuxFlexPrep>(r)),
+        #[cfg(feature = "all-events")] 94 => return Some(x::decode_struct_object::<CustomizationLinuxIdentityFailed>(r)),
+        95 => return Some(x::decode_struct_object::<CustomizationLinuxOptions>(r)),
+        96 => return Some(x::decode_struct_object::<CustomizationLinuxPrep>(r)),
+        97 => return Some(x::decode_struct_object::<CustomizationName>(r)),
+        #[cfg(feature = "all-events")] 99 => return Some(x::decode_struct_object::<CustomizationNetworkSetupFailed>(r)),
+        100 => return Some(x::decode_struct_object::<CustomizationOptions>(r)),
+        101 => return Some(x::decode_struct_object::<CustomizationPassword>(r)),
+        #[cfg(feature = "all-faults")] 102 => return Some(x::decode_struct_object::<CustomizationPending>(r)),
+        103 => return Some(x::decode_struct_object::<CustomizationPrefixName>(r)),
+        104 => return Some(x::decode_struct_object::<CustomizationSpec>(r)),
+        105 => return Some(x::decode_struct_object::<CustomizationSpecInfo>(r)),
+        106 => return Some(x::decode_struct_object::<CustomizationSpecItem>(r)),
+        #[cfg(feature = "all-events")] 108 => return Some(x::decode_struct_object::<CustomizationStartedEvent>(r)),
+        109 => return Some(x::decode_struct_object::<CustomizationStatelessIpV6Generator>(r)),
+        #[cfg(feature = "all-events")] 110 => return Some(x::decode_struct_object::<CustomizationSucceeded>(r)),
+        111 => return Some(x::decode_struct_object::<CustomizationSysprep>(r)),
+        #[cfg(feature = "all-events")] 112 => return Some(x::decode_struct_object::<CustomizationSysprepFailed>(r)),
+        114 => return Some(x::decode_struct_object::<CustomizationSysprepText>(r)),
+        #[cfg(feature = "all-events")] 115 => return Some(x::decode_struct_object::<CustomizationUnknownFailure>(r)),
+        116 => return Some(x::decode_struct_object::<CustomizationUnknownIpGenerator>(r)),
+        117 => return Some(x::decode_struct_object::<CustomizationUnknownIpV6Generator>(r)),
+        118 => return Some(x::decode_struct_object::<CustomizationUnknownName>(r)),
+        119 => return Some(x::decode_struct_object::<CustomizationUserData>(r)),
+        120 => return Some(x::decode_struct_object::<CustomizationVirtualMachineName>(r)),
+        121 => return Some(x::decode_struct_object::<CustomizationWinOptions>(r)),
+        122 => return Some(x::decode_struct_object::<CustomizationWindowsFlexPrep>(r)),
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerHostKeyManagementType(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationFailedReasonCode(v), Err(e) => return Some(Err(e)) },
+        91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationLicenseDataMode(v), Err(e) => return Some(Err(e)) },
+        98 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationNetBIOSMode(v), Err(e) => return Some(Err(e)) },
+        113 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSysprepRebootOption(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ClusterDrsFaultsFaultsByVm(Box<ClusterDrsFaultsFaultsByVm>),
-    ClusterDrsMigration(Box<ClusterDrsMigration>),
-    #[cfg(feature = "admin")] ClusterDrsRecommendation(Box<ClusterDrsRecommendation>),
-    ClusterDrsVmConfigInfo(Box<ClusterDrsVmConfigInfo>),
-    ClusterDrsVmConfigSpec(Box<ClusterDrsVmConfigSpec>),
-    ClusterEVCManagerCheckResult(Box<ClusterEVCManagerCheckResult>),
-    #[cfg(feature = "admin")] ClusterEVCManagerEVCState(Box<ClusterEVCManagerEVCState>),
-    ClusterEnterMaintenanceResult(Box<ClusterEnterMaintenanceResult>),
-    #[cfg(feature = "all-events")] ClusterEvent(Box<ClusterEvent>),
-    ClusterFailoverHostAdmissionControlInfo(Box<ClusterFailoverHostAdmissionControlInfo>),
-    ClusterFailoverHostAdmissionControlInfoHostStatus(Box<ClusterFailoverHostAdmissionControlInfoHostStatus>),
-    ClusterFailoverHostAdmissionControlPolicy(Box<ClusterFailoverHostAdmissionControlPolicy>),
-    ClusterFailoverLevelAdmissionControlInfo(Box<ClusterFailoverLevelAdmissionControlInfo>),
-    ClusterFailoverLevelAdmissionControlPolicy(Box<ClusterFailoverLevelAdmissionControlPolicy>),
-    ClusterFailoverResourcesAdmissionControlInfo(Box<ClusterFailoverResourcesAdmissionControlInfo>),
-    ClusterFailoverResourcesAdmissionControlPolicy(Box<ClusterFailoverResourcesAdmissionControlPolicy>),
-    ClusterFixedSizeSlotPolicy(Box<ClusterFixedSizeSlotPolicy>),
-    ClusterFtVmHostRuleInfo(Box<ClusterFtVmHostRuleInfo>),
-    ClusterGroupInfo(Box<ClusterGroupInfo>),
-    ClusterGroupSpec(Box<ClusterGroupSpec>),
-    ClusterHostGroup(Box<ClusterHostGroup>),
-    ClusterHostInfraUpdateHaModeAction(Box<ClusterHostInfraUpdateHaModeAction>),
-    ClusterHostInfraUpdateHaModeActionOperationType(Box<ClusterHostInfraUpdateHaModeActionOperationType>),
-    ClusterHostPowerAction(Box<ClusterHostPowerAction>),
-    ClusterHostRecommendation(Box<ClusterHostRecommendation>),
-    ClusterInfraUpdateHaConfigInfo(Box<ClusterInfraUpdateHaConfigInfo>),
-    ClusterInfraUpdateHaConfigInfoBehaviorType(Box<ClusterInfraUpdateHaConfigInfoBehaviorType>),
-    ClusterInfraUpdateHaConfigInfoRemediationType(Box<ClusterInfraUpdateHaConfigInfoRemediationType>),
-    ClusterInitialPlacementAction(Box<ClusterInitialPlacementAction>),
-    #[cfg(feature = "admin")] ClusterIoFilterInfo(Box<ClusterIoFilterInfo>),
-    ClusterMigrationAction(Box<ClusterMigrationAction>),
-    #[cfg(feature = "admin")] ClusterNetworkConfigSpec(Box<ClusterNetworkConfigSpec>),
-    ClusterNotAttemptedVmInfo(Box<ClusterNotAttemptedVmInfo>),
-    ClusterOrchestrationInfo(Box<ClusterOrchestrationInfo>),
-    #[cfg(feature = "all-events")] ClusterOvercommittedEvent(Box<ClusterOvercommittedEvent>),
-    ClusterPowerOnVmOption(Box<ClusterPowerOnVmOption>),
-    ClusterPowerOnVmResult(Box<ClusterPowerOnVmResult>),
-    ClusterPreemptibleVmPairInfo(Box<ClusterPreemptibleVmPairInfo>),
-    ClusterPreemptibleVmPairSpec(Box<ClusterPreemptibleVmPairSpec>),
-    ClusterProactiveDrsConfigInfo(Box<ClusterProactiveDrsConfigInfo>),
-    #[cfg(feature = "admin")] ClusterProfileCompleteConfigSpec(Box<ClusterProfileCompleteConfigSpec>),
-    #[cfg(feature = "admin")] ClusterProfileConfigInfo(Box<ClusterProfileConfigInfo>),
-    #[cfg(feature = "admin")] ClusterProfileConfigServiceCreateSpec(Box<ClusterProfileConfigServiceCreateSpec>),
-    #[cfg(feature = "admin")] ClusterProfileConfigSpec(Box<ClusterProfileConfigSpec>),
-    #[cfg(feature = "admin")] ClusterProfileCreateSpec(Box<ClusterProfileCreateSpec>),
-    ClusterProfileServiceType(Box<ClusterProfileServiceType>),
-    ClusterRecommendation(Box<ClusterRecommendation>),
-    #[cfg(feature = "all-events")] ClusterReconfiguredEvent(Box<ClusterReconfiguredEvent>),
-    ClusterResourceUsageSummary(Box<ClusterResourceUsageSummary>),
-    ClusterRuleInfo(Box<ClusterRuleInfo>),
-    ClusterRuleSpec(Box<ClusterRuleSpec>),
-    ClusterSlotPolicy(Box<ClusterSlotPolicy>),
-    #[cfg(feature = "all-events")] ClusterStatusChangedEvent(Box<ClusterStatusChangedEvent>),
-    #[cfg(feature = "admin")] ClusterSystemVMsConfigInfo(Box<ClusterSystemVMsConfigInfo>),
-    ClusterSystemVMsConfigInfoDeploymentMode(Box<ClusterSystemVMsConfigInfoDeploymentMode>),
-    ClusterSystemVMsConfigSpec(Box<ClusterSystemVMsConfigSpec>),
-    ClusterTagCategoryUpdateSpec(Box<ClusterTagCategoryUpdateSpec>),
-    ClusterUsageSummary(Box<ClusterUsageSummary>),
-    ClusterVmComponentProtectionSettings(Box<ClusterVmComponentProtectionSettings>),
-    ClusterVmComponentProtectionSettingsStorageVmReaction(Box<ClusterVmComponentProtectionSettingsStorageVmReaction>),
-    ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(Box<ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared>),
-    ClusterVmGroup(Box<ClusterVmGroup>),
-    ClusterVmHostRuleInfo(Box<ClusterVmHostRuleInfo>),
-    ClusterVmOrchestrationInfo(Box<ClusterVmOrchestrationInfo>),
-    ClusterVmOrchestrationSpec(Box<ClusterVmOrchestrationSpec>),
-    ClusterVmReadiness(Box<ClusterVmReadiness>),
-    ClusterVmReadinessReadyCondition(Box<ClusterVmReadinessReadyCondition>),
-    ClusterVmToolsMonitoringSettings(Box<ClusterVmToolsMonitoringSettings>),
-    #[cfg(feature = "all-faults")] CollectorAddressUnset(Box<CollectorAddressUnset>),
-    #[cfg(feature = "admin")] ComplianceFailure(Box<ComplianceFailure>),
-    #[cfg(feature = "admin")] ComplianceFailureComplianceFailureValues(Box<ComplianceFailureComplianceFailureValues>),
+    CryptoManagerHostKeyManagementType(Box<CryptoManagerHostKeyManagementType>),
+    CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(Box<CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason>),
+    CustomizationFailedReasonCode(Box<CustomizationFailedReasonCode>),
+    CustomizationLicenseDataMode(Box<CustomizationLicenseDataMode>),
+    CustomizationNetBIOSMode(Box<CustomizationNetBIOSMode>),
+    CustomizationSysprepRebootOption(Box<CustomizationSysprepRebootOption>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -378,162 +542,15 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsFaultsFaultsByVm(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsMigration(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsRecommendation(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEVCManagerCheckResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEVCManagerEVCState(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEnterMaintenanceResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEvent(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverHostAdmissionControlInfo(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverHostAdmissionControlPolicy(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverLevelAdmissionControlInfo(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverLevelAdmissionControlPolicy(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverResourcesAdmissionControlInfo(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverResourcesAdmissionControlPolicy(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFixedSizeSlotPolicy(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFtVmHostRuleInfo(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterGroupInfo(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterGroupSpec(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterHostGroup(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterHostInfraUpdateHaModeAction(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterHostInfraUpdateHaModeActionOperationType(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterHostPowerAction(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterHostRecommendation(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInfraUpdateHaConfigInfo(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInfraUpdateHaConfigInfoRemediationType(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInitialPlacementAction(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterIoFilterInfo(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterMigrationAction(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterNetworkConfigSpec(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterNotAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterOrchestrationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterOvercommittedEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPowerOnVmOption(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPowerOnVmResult(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPreemptibleVmPairInfo(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPreemptibleVmPairSpec(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProactiveDrsConfigInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileCompleteConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigServiceCreateSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileCreateSpec(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileServiceType(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterRecommendation(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterResourceUsageSummary(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterRuleInfo(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterRuleSpec(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSlotPolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigInfo(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigInfoDeploymentMode(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigSpec(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterTagCategoryUpdateSpec(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterUsageSummary(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmComponentProtectionSettings(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmGroup(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmHostRuleInfo(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmOrchestrationInfo(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmOrchestrationSpec(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmReadiness(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmReadinessReadyCondition(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmToolsMonitoringSettings(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CollectorAddressUnset(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceFailure(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ClusterDrsFaultsFaultsByVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDrsMigration(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterDrsRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDrsVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDrsVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterEVCManagerCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterEVCManagerEVCState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterEnterMaintenanceResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::ClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFailoverHostAdmissionControlInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFailoverHostAdmissionControlPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFailoverLevelAdmissionControlInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFailoverLevelAdmissionControlPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFailoverResourcesAdmissionControlInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFixedSizeSlotPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterFtVmHostRuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterGroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterHostGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterHostInfraUpdateHaModeAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterHostPowerAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterHostRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterInfraUpdateHaConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterInitialPlacementAction(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterMigrationAction(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterNetworkConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterNotAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterOrchestrationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterPowerOnVmOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterPowerOnVmResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterPreemptibleVmPairInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterPreemptibleVmPairSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterProactiveDrsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterProfileCompleteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigServiceCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterProfileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterProfileServiceType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterResourceUsageSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterRuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterSlotPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ClusterSystemVMsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterSystemVMsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterTagCategoryUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterUsageSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmComponentProtectionSettings(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmHostRuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmOrchestrationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmOrchestrationSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmReadiness(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmReadinessReadyCondition(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterVmToolsMonitoringSettings(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ComplianceFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::ComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CryptoManagerHostKeyManagementType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CustomizationFailedReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CustomizationLicenseDataMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CustomizationNetBIOSMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CustomizationSysprepRebootOption(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -547,77 +564,12 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ClusterDrsFaultsFaultsByVm(_) => "ClusterDrsFaultsFaultsByVm",
-            Object::ClusterDrsMigration(_) => "ClusterDrsMigration",
-            #[cfg(feature = "admin")] Object::ClusterDrsRecommendation(_) => "ClusterDrsRecommendation",
-            Object::ClusterDrsVmConfigInfo(_) => "ClusterDrsVmConfigInfo",
-            Object::ClusterDrsVmConfigSpec(_) => "ClusterDrsVmConfigSpec",
-            Object::ClusterEVCManagerCheckResult(_) => "ClusterEVCManagerCheckResult",
-            #[cfg(feature = "admin")] Object::ClusterEVCManagerEVCState(_) => "ClusterEVCManagerEVCState",
-            Object::ClusterEnterMaintenanceResult(_) => "ClusterEnterMaintenanceResult",
-            #[cfg(feature = "all-events")] Object::ClusterEvent(_) => "ClusterEvent",
-            Object::ClusterFailoverHostAdmissionControlInfo(_) => "ClusterFailoverHostAdmissionControlInfo",
-            Object::ClusterFailoverHostAdmissionControlInfoHostStatus(_) => "ClusterFailoverHostAdmissionControlInfoHostStatus",
-            Object::ClusterFailoverHostAdmissionControlPolicy(_) => "ClusterFailoverHostAdmissionControlPolicy",
-            Object::ClusterFailoverLevelAdmissionControlInfo(_) => "ClusterFailoverLevelAdmissionControlInfo",
-            Object::ClusterFailoverLevelAdmissionControlPolicy(_) => "ClusterFailoverLevelAdmissionControlPolicy",
-            Object::ClusterFailoverResourcesAdmissionControlInfo(_) => "ClusterFailoverResourcesAdmissionControlInfo",
-            Object::ClusterFailoverResourcesAdmissionControlPolicy(_) => "ClusterFailoverResourcesAdmissionControlPolicy",
-            Object::ClusterFixedSizeSlotPolicy(_) => "ClusterFixedSizeSlotPolicy",
-            Object::ClusterFtVmHostRuleInfo(_) => "ClusterFtVmHostRuleInfo",
-            Object::ClusterGroupInfo(_) => "ClusterGroupInfo",
-            Object::ClusterGroupSpec(_) => "ClusterGroupSpec",
-            Object::ClusterHostGroup(_) => "ClusterHostGroup",
-            Object::ClusterHostInfraUpdateHaModeAction(_) => "ClusterHostInfraUpdateHaModeAction",
-            Object::ClusterHostInfraUpdateHaModeActionOperationType(_) => "ClusterHostInfraUpdateHaModeActionOperationType",
-            Object::ClusterHostPowerAction(_) => "ClusterHostPowerAction",
-            Object::ClusterHostRecommendation(_) => "ClusterHostRecommendation",
-            Object::ClusterInfraUpdateHaConfigInfo(_) => "ClusterInfraUpdateHaConfigInfo",
-            Object::ClusterInfraUpdateHaConfigInfoBehaviorType(_) => "ClusterInfraUpdateHaConfigInfoBehaviorType",
-            Object::ClusterInfraUpdateHaConfigInfoRemediationType(_) => "ClusterInfraUpdateHaConfigInfoRemediationType",
-            Object::ClusterInitialPlacementAction(_) => "ClusterInitialPlacementAction",
-            #[cfg(feature = "admin")] Object::ClusterIoFilterInfo(_) => "ClusterIoFilterInfo",
-            Object::ClusterMigrationAction(_) => "ClusterMigrationAction",
-            #[cfg(feature = "admin")] Object::ClusterNetworkConfigSpec(_) => "ClusterNetworkConfigSpec",
-            Object::ClusterNotAttemptedVmInfo(_) => "ClusterNotAttemptedVmInfo",
-            Object::ClusterOrchestrationInfo(_) => "ClusterOrchestrationInfo",
-            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(_) => "ClusterOvercommittedEvent",
-            Object::ClusterPowerOnVmOption(_) => "ClusterPowerOnVmOption",
-            Object::ClusterPowerOnVmResult(_) => "ClusterPowerOnVmResult",
-            Object::ClusterPreemptibleVmPairInfo(_) => "ClusterPreemptibleVmPairInfo",
-            Object::ClusterPreemptibleVmPairSpec(_) => "ClusterPreemptibleVmPairSpec",
-            Object::ClusterProactiveDrsConfigInfo(_) => "ClusterProactiveDrsConfigInfo",
-            #[cfg(feature = "admin")] Object::ClusterProfileCompleteConfigSpec(_) => "ClusterProfileCompleteConfigSpec",
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigInfo(_) => "ClusterProfileConfigInfo",
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigServiceCreateSpec(_) => "ClusterProfileConfigServiceCreateSpec",
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigSpec(_) => "ClusterProfileConfigSpec",
-            #[cfg(feature = "admin")] Object::ClusterProfileCreateSpec(_) => "ClusterProfileCreateSpec",
-            Object::ClusterProfileServiceType(_) => "ClusterProfileServiceType",
-            Object::ClusterRecommendation(_) => "ClusterRecommendation",
-            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(_) => "ClusterReconfiguredEvent",
-            Object::ClusterResourceUsageSummary(_) => "ClusterResourceUsageSummary",
-            Object::ClusterRuleInfo(_) => "ClusterRuleInfo",
-            Object::ClusterRuleSpec(_) => "ClusterRuleSpec",
-            Object::ClusterSlotPolicy(_) => "ClusterSlotPolicy",
-            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(_) => "ClusterStatusChangedEvent",
-            #[cfg(feature = "admin")] Object::ClusterSystemVMsConfigInfo(_) => "ClusterSystemVMsConfigInfo",
-            Object::ClusterSystemVMsConfigInfoDeploymentMode(_) => "ClusterSystemVMsConfigInfoDeploymentMode",
-            Object::ClusterSystemVMsConfigSpec(_) => "ClusterSystemVMsConfigSpec",
-            Object::ClusterTagCategoryUpdateSpec(_) => "ClusterTagCategoryUpdateSpec",
-            Object::ClusterUsageSummary(_) => "ClusterUsageSummary",
-            Object::ClusterVmComponentProtectionSettings(_) => "ClusterVmComponentProtectionSettings",
-            Object::ClusterVmComponentProtectionSettingsStorageVmReaction(_) => "ClusterVmComponentProtectionSettingsStorageVmReaction",
-            Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(_) => "ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared",
-            Object::ClusterVmGroup(_) => "ClusterVmGroup",
-            Object::ClusterVmHostRuleInfo(_) => "ClusterVmHostRuleInfo",
-            Object::ClusterVmOrchestrationInfo(_) => "ClusterVmOrchestrationInfo",
-            Object::ClusterVmOrchestrationSpec(_) => "ClusterVmOrchestrationSpec",
-            Object::ClusterVmReadiness(_) => "ClusterVmReadiness",
-            Object::ClusterVmReadinessReadyCondition(_) => "ClusterVmReadinessReadyCondition",
-            Object::ClusterVmToolsMonitoringSettings(_) => "ClusterVmToolsMonitoringSettings",
-            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(_) => "CollectorAddressUnset",
-            #[cfg(feature = "admin")] Object::ComplianceFailure(_) => "ComplianceFailure",
-            #[cfg(feature = "admin")] Object::ComplianceFailureComplianceFailureValues(_) => "ComplianceFailureComplianceFailureValues",
+            Object::CryptoManagerHostKeyManagementType(_) => "CryptoManagerHostKeyManagementType",
+            Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(_) => "CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason",
+            Object::CustomizationFailedReasonCode(_) => "CustomizationFailedReasonCode",
+            Object::CustomizationLicenseDataMode(_) => "CustomizationLicenseDataMode",
+            Object::CustomizationNetBIOSMode(_) => "CustomizationNetBIOSMode",
+            Object::CustomizationSysprepRebootOption(_) => "CustomizationSysprepRebootOption",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -637,1214 +589,109 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ClusterDrsFaultsFaultsByVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDrsMigration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterDrsRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDrsVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDrsVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterEVCManagerCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterEVCManagerEVCState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterEnterMaintenanceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::ClusterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFailoverHostAdmissionControlInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFailoverHostAdmissionControlPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFailoverLevelAdmissionControlInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFailoverLevelAdmissionControlPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFailoverResourcesAdmissionControlInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFixedSizeSlotPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterFtVmHostRuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterGroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterHostGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterHostInfraUpdateHaModeAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterHostPowerAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterHostRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterInfraUpdateHaConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterInitialPlacementAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterMigrationAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterNetworkConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterNotAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterOrchestrationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterPowerOnVmOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterPowerOnVmResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterPreemptibleVmPairInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterPreemptibleVmPairSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterProactiveDrsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterProfileCompleteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigServiceCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterProfileConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterProfileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterProfileServiceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterResourceUsageSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterRuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterSlotPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ClusterSystemVMsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterSystemVMsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterTagCategoryUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterUsageSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmComponentProtectionSettings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmHostRuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmOrchestrationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmOrchestrationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmReadiness(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmReadinessReadyCondition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterVmToolsMonitoringSettings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ComplianceFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::ComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CryptoManagerHostKeyManagementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CustomizationFailedReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CustomizationLicenseDataMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CustomizationNetBIOSMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CustomizationSysprepRebootOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for ClusterDrsFaultsFaultsByVm {
+impl x::ObjectType for CryptoManagerHostKeyManagementType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDrsFaultsFaultsByVm(value)
+        Object::CryptoManagerHostKeyManagementType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsFaultsFaultsByVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::CryptoManagerHostKeyManagementType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsFaultsFaultsByVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::CryptoManagerHostKeyManagementType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDrsMigration {
+impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDrsMigration(value)
+        Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsMigration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsMigration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterDrsRecommendation {
+impl x::ObjectType for CustomizationFailedReasonCode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDrsRecommendation(value)
+        Object::CustomizationFailedReasonCode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::CustomizationFailedReasonCode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::CustomizationFailedReasonCode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDrsVmConfigInfo {
+impl x::ObjectType for CustomizationLicenseDataMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDrsVmConfigInfo(value)
+        Object::CustomizationLicenseDataMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::CustomizationLicenseDataMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::CustomizationLicenseDataMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDrsVmConfigSpec {
+impl x::ObjectType for CustomizationNetBIOSMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterDrsVmConfigSpec(value)
+        Object::CustomizationNetBIOSMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::CustomizationNetBIOSMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::CustomizationNetBIOSMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterEVCManagerCheckResult {
+impl x::ObjectType for CustomizationSysprepRebootOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterEVCManagerCheckResult(value)
+        Object::CustomizationSysprepRebootOption(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterEVCManagerCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::CustomizationSysprepRebootOption(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterEVCManagerCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterEVCManagerEVCState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterEVCManagerEVCState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterEVCManagerEVCState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterEVCManagerEVCState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterEnterMaintenanceResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterEnterMaintenanceResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterEnterMaintenanceResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterEnterMaintenanceResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for ClusterEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFailoverHostAdmissionControlInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFailoverHostAdmissionControlInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverHostAdmissionControlInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverHostAdmissionControlInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFailoverHostAdmissionControlInfoHostStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFailoverHostAdmissionControlInfoHostStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFailoverHostAdmissionControlPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFailoverHostAdmissionControlPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverHostAdmissionControlPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverHostAdmissionControlPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFailoverLevelAdmissionControlInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFailoverLevelAdmissionControlInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverLevelAdmissionControlInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverLevelAdmissionControlInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFailoverLevelAdmissionControlPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFailoverLevelAdmissionControlPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverLevelAdmissionControlPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverLevelAdmissionControlPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFailoverResourcesAdmissionControlInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFailoverResourcesAdmissionControlInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverResourcesAdmissionControlInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverResourcesAdmissionControlInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFailoverResourcesAdmissionControlPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFailoverResourcesAdmissionControlPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFixedSizeSlotPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFixedSizeSlotPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFixedSizeSlotPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFixedSizeSlotPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterFtVmHostRuleInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterFtVmHostRuleInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFtVmHostRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFtVmHostRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterGroupInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterGroupInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterGroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterGroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterGroupSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterGroupSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterHostGroup {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterHostGroup(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterHostInfraUpdateHaModeAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterHostInfraUpdateHaModeAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostInfraUpdateHaModeAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostInfraUpdateHaModeAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterHostInfraUpdateHaModeActionOperationType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterHostInfraUpdateHaModeActionOperationType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterHostPowerAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterHostPowerAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostPowerAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostPowerAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterHostRecommendation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterHostRecommendation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterInfraUpdateHaConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterInfraUpdateHaConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterInfraUpdateHaConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterInfraUpdateHaConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterInfraUpdateHaConfigInfoBehaviorType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterInfraUpdateHaConfigInfoBehaviorType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterInfraUpdateHaConfigInfoRemediationType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterInfraUpdateHaConfigInfoRemediationType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterInitialPlacementAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterInitialPlacementAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterInitialPlacementAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterInitialPlacementAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterIoFilterInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterIoFilterInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterIoFilterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterIoFilterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterMigrationAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterMigrationAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterMigrationAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterMigrationAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterNetworkConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterNetworkConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterNetworkConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterNetworkConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterNotAttemptedVmInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterNotAttemptedVmInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterNotAttemptedVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterNotAttemptedVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterOrchestrationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterOrchestrationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterOrchestrationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterOrchestrationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for ClusterOvercommittedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterOvercommittedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterOvercommittedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterOvercommittedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterPowerOnVmOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterPowerOnVmOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterPowerOnVmOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterPowerOnVmOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterPowerOnVmResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterPowerOnVmResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterPowerOnVmResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterPowerOnVmResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterPreemptibleVmPairInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterPreemptibleVmPairInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterPreemptibleVmPairInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterPreemptibleVmPairInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterPreemptibleVmPairSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterPreemptibleVmPairSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterPreemptibleVmPairSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterPreemptibleVmPairSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterProactiveDrsConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterProactiveDrsConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProactiveDrsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProactiveDrsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileCompleteConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterProfileCompleteConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileCompleteConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileCompleteConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterProfileConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileConfigServiceCreateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterProfileConfigServiceCreateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileConfigServiceCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileConfigServiceCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterProfileConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileCreateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterProfileCreateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterProfileServiceType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterProfileServiceType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileServiceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileServiceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterRecommendation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterRecommendation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for ClusterReconfiguredEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterReconfiguredEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterResourceUsageSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterResourceUsageSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterResourceUsageSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterResourceUsageSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterRuleInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterRuleInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterRuleSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterRuleSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterSlotPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterSlotPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterSlotPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterSlotPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for ClusterStatusChangedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterStatusChangedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterStatusChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterStatusChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ClusterSystemVMsConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterSystemVMsConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterSystemVMsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterSystemVMsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterSystemVMsConfigInfoDeploymentMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterSystemVMsConfigInfoDeploymentMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterSystemVMsConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterSystemVMsConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterSystemVMsConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterSystemVMsConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterTagCategoryUpdateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterTagCategoryUpdateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterTagCategoryUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterTagCategoryUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterUsageSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterUsageSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterUsageSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterUsageSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmComponentProtectionSettings {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmComponentProtectionSettings(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmComponentProtectionSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmComponentProtectionSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmComponentProtectionSettingsStorageVmReaction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmComponentProtectionSettingsStorageVmReaction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmGroup {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmGroup(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmHostRuleInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmHostRuleInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmHostRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmHostRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmOrchestrationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmOrchestrationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmOrchestrationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmOrchestrationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmOrchestrationSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmOrchestrationSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmOrchestrationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmOrchestrationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmReadiness {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmReadiness(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmReadiness(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmReadiness(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmReadinessReadyCondition {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmReadinessReadyCondition(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmReadinessReadyCondition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmReadinessReadyCondition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ClusterVmToolsMonitoringSettings {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ClusterVmToolsMonitoringSettings(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmToolsMonitoringSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmToolsMonitoringSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for CollectorAddressUnset {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::CollectorAddressUnset(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CollectorAddressUnset(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CollectorAddressUnset(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ComplianceFailure {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ComplianceFailure(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComplianceFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComplianceFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for ComplianceFailureComplianceFailureValues {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ComplianceFailureComplianceFailureValues(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComplianceFailureComplianceFailureValues(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComplianceFailureComplianceFailureValues(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::CustomizationSysprepRebootOption(v) => Ok(v), other => Err(other), }
     }
 }

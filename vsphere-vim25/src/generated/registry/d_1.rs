@@ -77,6 +77,121 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x948612), x::Name(0x70950c), 253, 0), // DasAgentFoundEvent: ClusterEvent
         x::TypeEntry::structure(x::Name(0x949918), x::Name(0x70950c), 253, 0), // DasAgentUnavailableEvent: ClusterEvent
         x::TypeEntry::structure(x::Name(0x94b217), x::Name(0x70950c), 253, 0), // DasClusterIsolatedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x94ca0e), x::Name(0x1d94808), 253, 3), // DasConfigFault: VimFault
+        x::TypeEntry::enumeration(x::Name(0x94d922), 12, 11), // DasConfigFaultDasConfigFaultReason
+        x::TypeEntry::structure(x::Name(0x94fc10), x::Name(0x70950c), 256, 0), // DasDisabledEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x950d0f), x::Name(0x70950c), 256, 0), // DasEnabledEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x951d19), x::Name(0xbb9c0b), 256, 2), // DasHeartbeatDatastoreInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x953712), x::Name(0x70950c), 258, 1), // DasHostFailedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x954a14), x::Name(0x70950c), 259, 1), // DasHostIsolatedEvent: ClusterEvent
+        x::TypeEntry::enumeration(x::Name(0x957a0d), 23, 4), // DasVmPriority
+        x::TypeEntry::structure(x::Name(0x95880d), x::Name(0x19b140c), 260, 0), // DatabaseError: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x959614), x::Name(0xbb9c0b), 260, 1), // DatabaseSizeEstimate: DynamicData
+        x::TypeEntry::structure(x::Name(0x95ab11), x::Name(0xbb9c0b), 261, 2), // DatabaseSizeParam: DynamicData
+        x::TypeEntry::structure(x::Name(0x95c81a), x::Name(0xbb9c0b), 263, 8), // DatacenterBasicConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x95e314), x::Name(0xbb9c0b), 271, 2), // DatacenterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x95f814), x::Name(0xbb9c0b), 273, 2), // DatacenterConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x960d16), x::Name(0x96240f), 275, 1), // DatacenterCreatedEvent: DatacenterEvent
+        x::TypeEntry::structure(x::Name(0x96240f), x::Name(0xc19905), 276, 0), // DatacenterEvent: Event
+        x::TypeEntry::structure(x::Name(0x963417), x::Name(0xc04213), 276, 1), // DatacenterEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x964c12), x::Name(0x1431e0e), 277, 2), // DatacenterMismatch: MigrationFault
+        x::TypeEntry::structure(x::Name(0x965f1a), x::Name(0xbb9c0b), 279, 2), // DatacenterMismatchArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0x967a16), x::Name(0x96240f), 281, 2), // DatacenterRenamedEvent: DatacenterEvent
+        x::TypeEntry::enumeration(x::Name(0x969b13), 27, 2), // DatastoreAccessible
+        x::TypeEntry::structure(x::Name(0x96af13), x::Name(0xbb9c0b), 283, 12), // DatastoreCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x96c31f), x::Name(0x97560e), 295, 2), // DatastoreCapacityIncreasedEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x96e317), x::Name(0x97560e), 297, 0), // DatastoreDestroyedEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x96fb18), x::Name(0xea3c09), 297, 1), // DatastoreDiscoveredEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x971418), x::Name(0x97560e), 298, 0), // DatastoreDuplicatedEvent: DatastoreEvent
+        x::TypeEntry::request(x::Name(0x972d28), 298, 1), // DatastoreEnterMaintenanceModeRequestType
+        x::TypeEntry::structure(x::Name(0x97560e), x::Name(0xc19905), 299, 1), // DatastoreEvent: Event
+        x::TypeEntry::structure(x::Name(0x976516), x::Name(0xc04213), 300, 1), // DatastoreEventArgument: EntityEventArgument
+        x::TypeEntry::request(x::Name(0x977c27), 301, 1), // DatastoreExitMaintenanceModeRequestType
+        x::TypeEntry::structure(x::Name(0x97a418), x::Name(0x97d712), 302, 2), // DatastoreFileCopiedEvent: DatastoreFileEvent
+        x::TypeEntry::structure(x::Name(0x97bd19), x::Name(0x97d712), 304, 0), // DatastoreFileDeletedEvent: DatastoreFileEvent
+        x::TypeEntry::structure(x::Name(0x97d712), x::Name(0x97560e), 304, 3), // DatastoreFileEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x97ea17), x::Name(0x97d712), 307, 2), // DatastoreFileMovedEvent: DatastoreFileEvent
+        x::TypeEntry::structure(x::Name(0x980212), x::Name(0xbb9c0b), 309, 2), // DatastoreHostMount: DynamicData
+        x::TypeEntry::structure(x::Name(0x98151e), x::Name(0x97560e), 311, 0), // DatastoreIORMReconfiguredEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x98340d), x::Name(0xbb9c0b), 311, 12), // DatastoreInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x98421f), x::Name(0xbb9c0b), 323, 2), // DatastoreMountPathDatastorePair: DynamicData
+        x::TypeEntry::structure(x::Name(0x986226), x::Name(0xbb9c0b), 325, 2), // DatastoreNamespaceManagerDirectoryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x98891a), x::Name(0x12d0410), 327, 1), // DatastoreNotWritableOnHost: InvalidDatastore
+        x::TypeEntry::structure(x::Name(0x98a40f), x::Name(0xbb9c0b), 328, 1), // DatastoreOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x98b41c), x::Name(0xea3c09), 329, 1), // DatastorePrincipalConfigured: HostEvent
+        x::TypeEntry::structure(x::Name(0x98d11b), x::Name(0xea3c09), 330, 1), // DatastoreRemovedOnHostEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x98ed15), x::Name(0x97560e), 331, 2), // DatastoreRenamedEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x99031b), x::Name(0xea3c09), 333, 2), // DatastoreRenamedOnHostEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0x991f15), 29, 3), // DatastoreSectorFormat
+        x::TypeEntry::structure(x::Name(0x993510), x::Name(0xbb9c0b), 335, 10), // DatastoreSummary: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x994624), 32, 3), // DatastoreSummaryMaintenanceModeState
+        x::TypeEntry::structure(x::Name(0x996b22), x::Name(0xbb9c0b), 345, 3), // DatastoreVVolContainerFailoverPair: DynamicData
+        x::TypeEntry::structure(x::Name(0x998e0f), x::Name(0xad70c), 348, 0), // DateTimeProfile: ApplyProfile
+        x::TypeEntry::enumeration(x::Name(0x999e09), 35, 7), // DayOfWeek
+        x::TypeEntry::request(x::Name(0x99a818), 348, 2), // DecodeLicenseRequestType
+        x::TypeEntry::request(x::Name(0x99fa1d), 350, 1), // DefragmentAllDisksRequestType
+        x::TypeEntry::request(x::Name(0x9a1820), 351, 3), // DefragmentVirtualDiskRequestType
+        x::TypeEntry::request(x::Name(0x9a3922), 354, 2), // DeleteCustomizationSpecRequestType
+        x::TypeEntry::request(x::Name(0x9a5c1e), 356, 3), // DeleteDatastoreFileRequestType
+        x::TypeEntry::request(x::Name(0x9a7b21), 359, 5), // DeleteDirectoryInGuestRequestType
+        x::TypeEntry::request(x::Name(0x9a9d1a), 364, 3), // DeleteDirectoryRequestType
+        x::TypeEntry::request(x::Name(0x9ab81c), 367, 4), // DeleteFileInGuestRequestType
+        x::TypeEntry::request(x::Name(0x9ad515), 371, 2), // DeleteFileRequestType
+        x::TypeEntry::request(x::Name(0x9aeb22), 373, 2), // DeleteHostSpecificationRequestType
+        x::TypeEntry::request(x::Name(0x9b0e25), 375, 3), // DeleteHostSubSpecificationRequestType
+        x::TypeEntry::request(x::Name(0x9b3426), 378, 1), // DeleteNvdimmBlockNamespacesRequestType
+        x::TypeEntry::request(x::Name(0x9b5b20), 379, 2), // DeleteNvdimmNamespaceRequestType
+        x::TypeEntry::request(x::Name(0x9b7c23), 381, 5), // DeleteRegistryKeyInGuestRequestType
+        x::TypeEntry::request(x::Name(0x9ba025), 386, 4), // DeleteRegistryValueInGuestRequestType
+        x::TypeEntry::request(x::Name(0x9bc61d), 390, 2), // DeleteScsiLunStateRequestType
+        x::TypeEntry::request(x::Name(0x9be419), 392, 4), // DeleteSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x9bfe21), 396, 3), // DeleteVStorageObjectExRequestType
+        x::TypeEntry::request(x::Name(0x9c201f), 399, 3), // DeleteVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x9c4020), 402, 2), // DeleteVffsVolumeStateRequestType
+        x::TypeEntry::request(x::Name(0x9c611c), 404, 3), // DeleteVirtualDiskRequestType
+        x::TypeEntry::request(x::Name(0x9c7e20), 407, 2), // DeleteVmfsVolumeStateRequestType
+        x::TypeEntry::request(x::Name(0x9c9f1c), 409, 3), // DeleteVsanObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x9cbc1b), x::Name(0x210340d), 412, 2), // DeltaDiskFormatNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x9cd80b), x::Name(0xbb9c0b), 414, 2), // Description: DynamicData
+        x::TypeEntry::request(x::Name(0x9ce421), 416, 3), // DeselectVnicForNicTypeRequestType
+        x::TypeEntry::request(x::Name(0x9d0617), 419, 1), // DeselectVnicRequestType
+        x::TypeEntry::structure(x::Name(0x9d1e13), x::Name(0xbb9c0b), 420, 4), // DesiredSoftwareSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x9d3220), x::Name(0xbb9c0b), 424, 1), // DesiredSoftwareSpecBaseImageSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x9d5320), x::Name(0xbb9c0b), 425, 2), // DesiredSoftwareSpecComponentSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x9d7422), x::Name(0xbb9c0b), 427, 2), // DesiredSoftwareSpecVendorAddOnSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x9d9715), x::Name(0x5e3513), 429, 0), // DestinationSwitchFull: CannotAccessNetwork
+        x::TypeEntry::structure(x::Name(0x9dad17), x::Name(0x614019), 429, 1), // DestinationVsanDisabled: CannotMoveVsanEnabledHost
+        x::TypeEntry::request(x::Name(0x9dc51a), 430, 1), // DestroyChildrenRequestType
+        x::TypeEntry::request(x::Name(0x9de01b), 431, 1), // DestroyCollectorRequestType
+        x::TypeEntry::request(x::Name(0x9dfc1b), 432, 1), // DestroyDatastoreRequestType
+        x::TypeEntry::request(x::Name(0x9e1818), 433, 4), // DestroyIpPoolRequestType
+        x::TypeEntry::request(x::Name(0x9e3119), 437, 1), // DestroyNetworkRequestType
+        x::TypeEntry::request(x::Name(0x9e4b19), 438, 1), // DestroyProfileRequestType
+        x::TypeEntry::request(x::Name(0x9e6523), 439, 1), // DestroyPropertyCollectorRequestType
+        x::TypeEntry::request(x::Name(0x9e8920), 440, 1), // DestroyPropertyFilterRequestType
+        x::TypeEntry::request(x::Name(0x9eaa12), 441, 1), // DestroyRequestType
+        x::TypeEntry::request(x::Name(0x9ebd16), 442, 2), // DestroyVffsRequestType
+        x::TypeEntry::request(x::Name(0x9ed416), 444, 1), // DestroyViewRequestType
+        x::TypeEntry::request(x::Name(0x9eeb15), 445, 2), // DetachDiskRequestType
+        x::TypeEntry::request(x::Name(0x9f011a), 447, 2), // DetachScsiLunExRequestType
+        x::TypeEntry::request(x::Name(0x9f1c18), 449, 2), // DetachScsiLunRequestType
+        x::TypeEntry::request(x::Name(0x9f3526), 451, 4), // DetachTagFromVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x9f5c1b), x::Name(0x1e3d10f), 455, 1), // DeviceBackedVirtualDiskSpec: VirtualDiskSpec
+        x::TypeEntry::structure(x::Name(0x9f7819), x::Name(0x9fe612), 456, 1), // DeviceBackingNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x9f921c), x::Name(0x9fe612), 457, 1), // DeviceControllerNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x9faf0d), x::Name(0xbb9c0b), 458, 1), // DeviceGroupId: DynamicData
+        x::TypeEntry::structure(x::Name(0x9fbd19), x::Name(0x12d6c11), 459, 0), // DeviceHotPlugNotSupported: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x9fd70e), x::Name(0x12d6c11), 459, 0), // DeviceNotFound: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x9fe612), x::Name(0x1e7f321), 459, 2), // DeviceNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::enumeration(x::Name(0x9ff918), 42, 3), // DeviceNotSupportedReason
+        x::TypeEntry::enumeration(x::Name(0xa0120e), 45, 2), // DeviceProtocol
+        x::TypeEntry::structure(x::Name(0xa0211e), x::Name(0x12d6c11), 461, 0), // DeviceUnsupportedForVmPlatform: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0xa0401d), x::Name(0x12d6c11), 461, 2), // DeviceUnsupportedForVmVersion: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0xa05e22), x::Name(0xbb9c0b), 463, 2), // DiagnosticManagerAuditRecordResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xa0811b), x::Name(0xbb9c0b), 465, 2), // DiagnosticManagerBundleInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa09d1b), 47, 7), // DiagnosticManagerLogCreator
+        x::TypeEntry::structure(x::Name(0xa0b91e), x::Name(0xbb9c0b), 467, 6), // DiagnosticManagerLogDescriptor: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa0d81a), 54, 1), // DiagnosticManagerLogFormat
     ],
     decode,
     fields: &[
@@ -333,6 +448,226 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x24f720d), x::Name(0x3344606)), // configVersion: string
         x::FieldEntry::optional(x::Name(0x2322c0e), x::Name(0xbb3a1b)), // allocationInfo: DvsVmVnicResourceAllocation
         x::FieldEntry::required(x::Name(0x2a16404), x::Name(0x2a94603)), // hour: int
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2eccd06), x::Name(0x3344606)), // output: string
+        x::FieldEntry::repeated(x::Name(0x2819b05), x::Name(0xc19905)), // event: Event
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x285210a), x::Name(0xea4611)), // failedHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2b4180c), x::Name(0xea4611)), // isolatedHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x2ac090d), x::Name(0x1306f14)), // inventoryDesc: InventoryDescription
+        x::FieldEntry::optional(x::Name(0x2f4750d), x::Name(0x1632520)), // perfStatsDesc: PerformanceStatisticsDescription
+        x::FieldEntry::optional(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
+        x::FieldEntry::optional(x::Name(0x2e35305), x::Name(0x2a94603)), // numVm: int
+        x::FieldEntry::optional(x::Name(0x2e0d80e), x::Name(0x2a94603)), // numPoweredOnVm: int
+        x::FieldEntry::optional(x::Name(0x29f1c0f), x::Name(0x10709)), // hostProductInfo: AboutInfo
+        x::FieldEntry::optional(x::Name(0x2980f0e), x::Name(0x3344606)), // hardwareVendor: string
+        x::FieldEntry::optional(x::Name(0x2977f0d), x::Name(0x3344606)), // hardwareModel: string
+        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
+        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0xce2c13)), // parent: FolderEventArgument
+        x::FieldEntry::required(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2aaa30f), x::Name(0x965f1a)), // invalidArgument: DatacenterMismatchArgument
+        x::FieldEntry::required(x::Name(0x2833412), x::Name(0x13ff016)), // expectedDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a7fc0f), x::Name(0x13ff016)), // inputDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x26d8d1b), x::Name(0x2405e07)), // directoryHierarchySupported: boolean
+        x::FieldEntry::required(x::Name(0x3065018), x::Name(0x2405e07)), // rawDiskMappingsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f35a20), x::Name(0x2405e07)), // perFileThinProvisioningSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3329014), x::Name(0x2405e07)), // storageIORMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d20417), x::Name(0x2405e07)), // nativeSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x342ed20), x::Name(0x2405e07)), // topLevelDirectoryCreateSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31b3f11), x::Name(0x2405e07)), // seSparseSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3638c13), x::Name(0x2405e07)), // vmfsSparseSupported: boolean
+        x::FieldEntry::optional(x::Name(0x368c013), x::Name(0x2405e07)), // vsanSparseSupported: boolean
+        x::FieldEntry::optional(x::Name(0x34c4c0d), x::Name(0x2405e07)), // upitSupported: boolean
+        x::FieldEntry::optional(x::Name(0x362fb13), x::Name(0x2405e07)), // vmdkExpandSupported: boolean
+        x::FieldEntry::optional(x::Name(0x24b4516), x::Name(0x2405e07)), // clusteredVmdkSupported: boolean
+        x::FieldEntry::required(x::Name(0x2e6f30b), x::Name(0x2be5304)), // oldCapacity: long
+        x::FieldEntry::required(x::Name(0x2d7550b), x::Name(0x2be5304)), // newCapacity: long
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x328a10a), x::Name(0x3344606)), // sourceFile: string
+        x::FieldEntry::required(x::Name(0x33dfe0a), x::Name(0x3344606)), // targetFile: string
+        x::FieldEntry::optional(x::Name(0x3293d11), x::Name(0x3344606)), // sourceOfOperation: string
+        x::FieldEntry::optional(x::Name(0x3357009), x::Name(0x2405e07)), // succeeded: boolean
+        x::FieldEntry::required(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x328a10a), x::Name(0x3344606)), // sourceFile: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
+        x::FieldEntry::required(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
+        x::FieldEntry::optional(x::Name(0x2c5ba16), x::Name(0x2be5304)), // maxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x2c30d11), x::Name(0x2be5304)), // maxMemoryFileSize: long
+        x::FieldEntry::optional(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::optional(x::Name(0x253760b), x::Name(0x3344606)), // containerId: string
+        x::FieldEntry::optional(x::Name(0x2318d07), x::Name(0x3344606)), // aliasOf: string
+        x::FieldEntry::repeated(x::Name(0x3385d15), x::Name(0x3344606)), // supportedVDiskFormats: string
+        x::FieldEntry::optional(x::Name(0x2bde411), x::Name(0x2a94603)), // logicalSectorSize: int
+        x::FieldEntry::optional(x::Name(0x2f6d212), x::Name(0x2a94603)), // physicalSectorSize: int
+        x::FieldEntry::required(x::Name(0x2e7290c), x::Name(0x3344606)), // oldMountPath: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x34ec304), x::Name(0x2be5304)), // used: long
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x34b5112), x::Name(0x1ee3823)), // unsupportedVolumes: VirtualMachineDatastoreVolumeOption
+        x::FieldEntry::required(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
+        x::FieldEntry::optional(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
+        x::FieldEntry::required(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::optional(x::Name(0x2d03512), x::Name(0x2405e07)), // multipleHostAccess: boolean
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2bf9e0f), x::Name(0x3344606)), // maintenanceMode: string
+        x::FieldEntry::optional(x::Name(0x32bbe0c), x::Name(0x3344606)), // srcContainer: string
+        x::FieldEntry::required(x::Name(0x340100c), x::Name(0x3344606)), // tgtContainer: string
+        x::FieldEntry::repeated(x::Name(0x36ad50b), x::Name(0x134dd08)), // vvolMapping: KeyValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x289f608), x::Name(0x3344606)), // filePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3348d0b), x::Name(0x3344606)), // subSpecName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x265400a), x::Name(0x153bb19)), // deleteSpec: NvdimmNamespaceDeleteSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x3546709), x::Name(0xd79515)), // valueName: GuestRegValueNameSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bee710), x::Name(0x3344606)), // lunCanonicalName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x23ea90d), x::Name(0x9d3220)), // baseImageSpec: DesiredSoftwareSpecBaseImageSpec
+        x::FieldEntry::optional(x::Name(0x355080f), x::Name(0x9d7422)), // vendorAddOnSpec: DesiredSoftwareSpecVendorAddOnSpec
+        x::FieldEntry::repeated(x::Name(0x24df70a), x::Name(0x9d5320)), // components: DesiredSoftwareSpecComponentSpec
+        x::FieldEntry::repeated(x::Name(0x30dc611), x::Name(0x3344606)), // removedComponents: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2681612), x::Name(0x3344606)), // destinationCluster: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3562c08), x::Name(0x3344606)), // vffsPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x1243a02)), // diskId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::required(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x3344606)), // backing: string
+        x::FieldEntry::required(x::Name(0x254170a), x::Name(0x3344606)), // controller: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x25b360e), x::Name(0x3344606)), // currentVersion: string
+        x::FieldEntry::required(x::Name(0x283470f), x::Name(0x3344606)), // expectedVersion: string
+        x::FieldEntry::repeated(x::Name(0x30a3e07), x::Name(0x3344606)), // records: string
+        x::FieldEntry::required(x::Name(0x2d87709), x::Name(0x3344606)), // nextToken: string
+        x::FieldEntry::optional(x::Name(0x33bf506), x::Name(0x13ff016)), // system: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
+        x::FieldEntry::required(x::Name(0x2585f07), x::Name(0x3344606)), // creator: string
+        x::FieldEntry::required(x::Name(0x28d0d06), x::Name(0x3344606)), // format: string
+        x::FieldEntry::required(x::Name(0x2cb5708), x::Name(0x3344606)), // mimeType: string
+        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x9cd80b)), // info: Description
     ],
     values: &[
         x::Name(0x2fa0016), // portNptIncompatibleDvs
@@ -347,79 +682,221 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x34ba802), // up
         x::Name(0x2324c05), // allow
         x::Name(0x2755e04), // drop
+        x::Name(0xfe3c1b), // HostNetworkMisconfiguration
+        x::Name(0xfaaf14), // HostMisconfiguration
+        x::Name(0x12ac516), // InsufficientPrivileges
+        x::Name(0x14f4b17), // NoPrimaryAgentAvailable
+        x::Name(0x1568105), // Other
+        x::Name(0x14dc716), // NoDatastoresConfigured
+        x::Name(0x7e3316), // CreateConfigVvolFailed
+        x::Name(0x1d39616), // VSanNotSupportedOnHost
+        x::Name(0x955f1a), // DasNetworkMisconfiguration
+        x::Name(0x1a48d19), // SetDesiredImageSpecFailed
+        x::Name(0xa311a), // ApplyHAVibsOnClusterFailed
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2be9703), // low
+        x::Name(0x2c6ba06), // medium
+        x::Name(0x29b0a04), // high
+        x::Name(0x1b89d04), // True
+        x::Name(0xc79905), // False
+        x::Name(0x2d2410a), // native_512
+        x::Name(0x27a060c), // emulated_512
+        x::Name(0x2d23709), // native_4k
+        x::Name(0x2db2606), // normal
+        x::Name(0x27ed013), // enteringMaintenance
+        x::Name(0x2a4340d), // inMaintenance
+        x::Name(0x335c206), // sunday
+        x::Name(0x2cdc506), // monday
+        x::Name(0x3465907), // tuesday
+        x::Name(0x36c1109), // wednesday
+        x::Name(0x3407708), // thursday
+        x::Name(0x28eb206), // friday
+        x::Name(0x3190208), // saturday
+        x::Name(0x29b4e04), // host
+        x::Name(0x2937305), // guest
+        x::Name(0x28ed802), // ft
+        x::Name(0x1483a04), // NVMe
+        x::Name(0x19b3904), // SCSI
+        x::Name(0x3675004), // vpxd
+        x::Name(0x3674b04), // vpxa
+        x::Name(0x2a05a05), // hostd
+        x::Name(0x31e8d07), // serverd
+        x::Name(0x2a82807), // install
+        x::Name(0x3673309), // vpxClient
+        x::Name(0x309c809), // recordLog
+        x::Name(0x2f77205), // plain
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => return Some(x::decode_struct_object::<DVPortConfigInfo>(r)),
+        1 => return Some(x::decode_struct_object::<DVPortConfigSpec>(r)),
+        #[cfg(feature = "all-faults")] 2 => return Some(x::decode_struct_object::<DVPortNotSupported>(r)),
+        3 => return Some(x::decode_struct_object::<DVPortSetting>(r)),
+        4 => return Some(x::decode_struct_object::<DVPortState>(r)),
+        5 => return Some(x::decode_struct_object::<DVPortStatus>(r)),
+        8 => return Some(x::decode_struct_object::<DVPortgroupConfigInfo>(r)),
+        9 => return Some(x::decode_struct_object::<DVPortgroupConfigSpec>(r)),
+        #[cfg(feature = "all-events")] 10 => return Some(x::decode_struct_object::<DVPortgroupCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 11 => return Some(x::decode_struct_object::<DVPortgroupDestroyedEvent>(r)),
+        #[cfg(feature = "all-events")] 12 => return Some(x::decode_struct_object::<DVPortgroupEvent>(r)),
+        13 => return Some(x::decode_struct_object::<DVPortgroupNsxConfig>(r)),
+        14 => return Some(x::decode_struct_object::<DVPortgroupNsxSubnetAddressInfo>(r)),
+        15 => return Some(x::decode_struct_object::<DVPortgroupPolicy>(r)),
+        #[cfg(feature = "all-events")] 16 => return Some(x::decode_struct_object::<DVPortgroupReconfiguredEvent>(r)),
+        #[cfg(feature = "all-events")] 17 => return Some(x::decode_struct_object::<DVPortgroupRenamedEvent>(r)),
+        19 => return Some(x::decode_struct_object::<DVPortgroupSelection>(r)),
+        20 => return Some(x::decode_struct_object::<DVSBackupRestoreCapability>(r)),
+        21 => return Some(x::decode_struct_object::<DVSCapability>(r)),
+        #[cfg(feature = "admin")] 22 => return Some(x::decode_struct_object::<DVSConfigInfo>(r)),
+        23 => return Some(x::decode_struct_object::<DVSConfigSpec>(r)),
+        24 => return Some(x::decode_struct_object::<DVSContactInfo>(r)),
+        25 => return Some(x::decode_struct_object::<DVSCreateSpec>(r)),
+        26 => return Some(x::decode_struct_object::<DVSFailureCriteria>(r)),
+        27 => return Some(x::decode_struct_object::<DVSFeatureCapability>(r)),
+        28 => return Some(x::decode_struct_object::<DVSFilterSpecConnecteeSpec>(r)),
+        31 => return Some(x::decode_struct_object::<DVSFilterSpecPnicConnecteeSpec>(r)),
+        32 => return Some(x::decode_struct_object::<DVSFilterSpecPvlanSpec>(r)),
+        33 => return Some(x::decode_struct_object::<DVSFilterSpecTrunkVlanSpec>(r)),
+        34 => return Some(x::decode_struct_object::<DVSFilterSpecVlanIdSpec>(r)),
+        35 => return Some(x::decode_struct_object::<DVSFilterSpecVlanSpec>(r)),
+        36 => return Some(x::decode_struct_object::<DVSFilterSpecVmConnecteeSpec>(r)),
+        37 => return Some(x::decode_struct_object::<DVSFilterSpecVmknicConnecteeSpec>(r)),
+        38 => return Some(x::decode_struct_object::<DVSHealthCheckCapability>(r)),
+        #[cfg(feature = "admin")] 39 => return Some(x::decode_struct_object::<DVSHealthCheckConfig>(r)),
+        #[cfg(feature = "all-events")] 40 => return Some(x::decode_struct_object::<DVSHostLocalPortInfo>(r)),
+        41 => return Some(x::decode_struct_object::<DVSMacLearningPolicy>(r)),
+        43 => return Some(x::decode_struct_object::<DVSMacManagementPolicy>(r)),
+        44 => return Some(x::decode_struct_object::<DVSManagerDvsConfigTarget>(r)),
+        48 => return Some(x::decode_struct_object::<DVSManagerPhysicalNicsList>(r)),
+        49 => return Some(x::decode_struct_object::<DVSNameArrayUplinkPortPolicy>(r)),
+        50 => return Some(x::decode_struct_object::<DVSNetworkResourceManagementCapability>(r)),
+        51 => return Some(x::decode_struct_object::<DVSNetworkResourcePool>(r)),
+        52 => return Some(x::decode_struct_object::<DVSNetworkResourcePoolAllocationInfo>(r)),
+        #[cfg(feature = "admin")] 53 => return Some(x::decode_struct_object::<DVSNetworkResourcePoolConfigSpec>(r)),
+        54 => return Some(x::decode_struct_object::<DVSPolicy>(r)),
+        55 => return Some(x::decode_struct_object::<DVSRollbackCapability>(r)),
+        #[cfg(feature = "admin")] 57 => return Some(x::decode_struct_object::<DVSRuntimeInfo>(r)),
+        58 => return Some(x::decode_struct_object::<DVSSecurityPolicy>(r)),
+        59 => return Some(x::decode_struct_object::<DVSSelection>(r)),
+        60 => return Some(x::decode_struct_object::<DVSSummary>(r)),
+        61 => return Some(x::decode_struct_object::<DVSTrafficShapingPolicy>(r)),
+        62 => return Some(x::decode_struct_object::<DVSUplinkPortPolicy>(r)),
+        63 => return Some(x::decode_struct_object::<DVSVendorSpecificConfig>(r)),
+        #[cfg(feature = "admin")] 64 => return Some(x::decode_struct_object::<DVSVmVnicNetworkResourcePool>(r)),
+        #[cfg(feature = "admin")] 65 => return Some(x::decode_struct_object::<DailyTaskScheduler>(r)),
+        #[cfg(feature = "all-events")] 66 => return Some(x::decode_struct_object::<DasAdmissionControlDisabledEvent>(r)),
+        #[cfg(feature = "all-events")] 67 => return Some(x::decode_struct_object::<DasAdmissionControlEnabledEvent>(r)),
+        #[cfg(feature = "all-events")] 68 => return Some(x::decode_struct_object::<DasAgentFoundEvent>(r)),
+        #[cfg(feature = "all-events")] 69 => return Some(x::decode_struct_object::<DasAgentUnavailableEvent>(r)),
+        #[cfg(feature = "all-events")] 70 => return Some(x::decode_struct_object::<DasClusterIsolatedEvent>(r)),
+        #[cfg(feature = "all-faults")] 71 => return Some(x::decode_struct_object::<DasConfigFault>(r)),
+        #[cfg(feature = "all-events")] 73 => return Some(x::decode_struct_object::<DasDisabledEvent>(r)),
+        #[cfg(feature = "all-events")] 74 => return Some(x::decode_struct_object::<DasEnabledEvent>(r)),
+        #[cfg(feature = "admin")] 75 => return Some(x::decode_struct_object::<DasHeartbeatDatastoreInfo>(r)),
+        #[cfg(feature = "all-events")] 76 => return Some(x::decode_struct_object::<DasHostFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 77 => return Some(x::decode_struct_object::<DasHostIsolatedEvent>(r)),
+        #[cfg(feature = "all-faults")] 79 => return Some(x::decode_struct_object::<DatabaseError>(r)),
+        #[cfg(feature = "admin")] 80 => return Some(x::decode_struct_object::<DatabaseSizeEstimate>(r)),
+        #[cfg(feature = "admin")] 81 => return Some(x::decode_struct_object::<DatabaseSizeParam>(r)),
+        82 => return Some(x::decode_struct_object::<DatacenterBasicConnectInfo>(r)),
+        83 => return Some(x::decode_struct_object::<DatacenterConfigInfo>(r)),
+        84 => return Some(x::decode_struct_object::<DatacenterConfigSpec>(r)),
+        #[cfg(feature = "all-events")] 85 => return Some(x::decode_struct_object::<DatacenterCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 86 => return Some(x::decode_struct_object::<DatacenterEvent>(r)),
+        87 => return Some(x::decode_struct_object::<DatacenterEventArgument>(r)),
+        #[cfg(feature = "all-faults")] 88 => return Some(x::decode_struct_object::<DatacenterMismatch>(r)),
+        #[cfg(feature = "all-faults")] 89 => return Some(x::decode_struct_object::<DatacenterMismatchArgument>(r)),
+        #[cfg(feature = "all-events")] 90 => return Some(x::decode_struct_object::<DatacenterRenamedEvent>(r)),
+        92 => return Some(x::decode_struct_object::<DatastoreCapability>(r)),
+        #[cfg(feature = "all-events")] 93 => return Some(x::decode_struct_object::<DatastoreCapacityIncreasedEvent>(r)),
+        #[cfg(feature = "all-events")] 94 => return Some(x::decode_struct_object::<DatastoreDestroyedEvent>(r)),
+        #[cfg(feature = "all-events")] 95 => return Some(x::decode_struct_object::<DatastoreDiscoveredEvent>(r)),
+        #[cfg(feature = "all-events")] 96 => return Some(x::decode_struct_object::<DatastoreDuplicatedEvent>(r)),
+        #[cfg(feature = "all-events")] 98 => return Some(x::decode_struct_object::<DatastoreEvent>(r)),
+        99 => return Some(x::decode_struct_object::<DatastoreEventArgument>(r)),
+        #[cfg(feature = "all-events")] 101 => return Some(x::decode_struct_object::<DatastoreFileCopiedEvent>(r)),
+        #[cfg(feature = "all-events")] 102 => return Some(x::decode_struct_object::<DatastoreFileDeletedEvent>(r)),
+        #[cfg(feature = "all-events")] 103 => return Some(x::decode_struct_object::<DatastoreFileEvent>(r)),
+        #[cfg(feature = "all-events")] 104 => return Some(x::decode_struct_object::<DatastoreFileMovedEvent>(r)),
+        105 => return Some(x::decode_struct_object::<DatastoreHostMount>(r)),
+        #[cfg(feature = "all-events")] 106 => return Some(x::decode_struct_object::<DatastoreIORMReconfiguredEvent>(r)),
+        107 => return Some(x::decode_struct_object::<DatastoreInfo>(r)),
+        108 => return Some(x::decode_struct_object::<DatastoreMountPathDatastorePair>(r)),
+        109 => return Some(x::decode_struct_object::<DatastoreNamespaceManagerDirectoryInfo>(r)),
+        #[cfg(feature = "all-faults")] 110 => return Some(x::decode_struct_object::<DatastoreNotWritableOnHost>(r)),
+        111 => return Some(x::decode_struct_object::<DatastoreOption>(r)),
+        #[cfg(feature = "all-events")] 112 => return Some(x::decode_struct_object::<DatastorePrincipalConfigured>(r)),
+        #[cfg(feature = "all-events")] 113 => return Some(x::decode_struct_object::<DatastoreRemovedOnHostEvent>(r)),
+        #[cfg(feature = "all-events")] 114 => return Some(x::decode_struct_object::<DatastoreRenamedEvent>(r)),
+        #[cfg(feature = "all-events")] 115 => return Some(x::decode_struct_object::<DatastoreRenamedOnHostEvent>(r)),
+        117 => return Some(x::decode_struct_object::<DatastoreSummary>(r)),
+        119 => return Some(x::decode_struct_object::<DatastoreVVolContainerFailoverPair>(r)),
+        120 => return Some(x::decode_struct_object::<DateTimeProfile>(r)),
+        #[cfg(feature = "all-faults")] 145 => return Some(x::decode_struct_object::<DeltaDiskFormatNotSupported>(r)),
+        146 => return Some(x::decode_struct_object::<Description>(r)),
+        149 => return Some(x::decode_struct_object::<DesiredSoftwareSpec>(r)),
+        150 => return Some(x::decode_struct_object::<DesiredSoftwareSpecBaseImageSpec>(r)),
+        151 => return Some(x::decode_struct_object::<DesiredSoftwareSpecComponentSpec>(r)),
+        152 => return Some(x::decode_struct_object::<DesiredSoftwareSpecVendorAddOnSpec>(r)),
+        #[cfg(feature = "all-faults")] 153 => return Some(x::decode_struct_object::<DestinationSwitchFull>(r)),
+        #[cfg(feature = "all-faults")] 154 => return Some(x::decode_struct_object::<DestinationVsanDisabled>(r)),
+        170 => return Some(x::decode_struct_object::<DeviceBackedVirtualDiskSpec>(r)),
+        #[cfg(feature = "all-faults")] 171 => return Some(x::decode_struct_object::<DeviceBackingNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 172 => return Some(x::decode_struct_object::<DeviceControllerNotSupported>(r)),
+        173 => return Some(x::decode_struct_object::<DeviceGroupId>(r)),
+        #[cfg(feature = "all-faults")] 174 => return Some(x::decode_struct_object::<DeviceHotPlugNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 175 => return Some(x::decode_struct_object::<DeviceNotFound>(r)),
+        #[cfg(feature = "all-faults")] 176 => return Some(x::decode_struct_object::<DeviceNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 179 => return Some(x::decode_struct_object::<DeviceUnsupportedForVmPlatform>(r)),
+        #[cfg(feature = "all-faults")] 180 => return Some(x::decode_struct_object::<DeviceUnsupportedForVmVersion>(r)),
+        #[cfg(feature = "admin")] 181 => return Some(x::decode_struct_object::<DiagnosticManagerAuditRecordResult>(r)),
+        182 => return Some(x::decode_struct_object::<DiagnosticManagerBundleInfo>(r)),
+        #[cfg(feature = "admin")] 184 => return Some(x::decode_struct_object::<DiagnosticManagerLogDescriptor>(r)),
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecLinkConfig(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecLinkState(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLimitPolicyType(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFaultDasConfigFaultReason(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasVmPriority(v), Err(e) => return Some(Err(e)) },
+        91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreAccessible(v), Err(e) => return Some(Err(e)) },
+        116 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSectorFormat(v), Err(e) => return Some(Err(e)) },
+        118 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummaryMaintenanceModeState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 121 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DayOfWeek(v), Err(e) => return Some(Err(e)) },
+        177 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotSupportedReason(v), Err(e) => return Some(Err(e)) },
+        178 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceProtocol(v), Err(e) => return Some(Err(e)) },
+        183 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogCreator(v), Err(e) => return Some(Err(e)) },
+        185 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogFormat(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    DVPortConfigInfo(Box<DVPortConfigInfo>),
-    DVPortConfigSpec(Box<DVPortConfigSpec>),
-    #[cfg(feature = "all-faults")] DVPortNotSupported(Box<DVPortNotSupported>),
-    DVPortSetting(Box<DVPortSetting>),
-    DVPortState(Box<DVPortState>),
-    DVPortStatus(Box<DVPortStatus>),
     DVPortStatusVmDirectPathGen2InactiveReasonNetwork(Box<DVPortStatusVmDirectPathGen2InactiveReasonNetwork>),
     DVPortStatusVmDirectPathGen2InactiveReasonOther(Box<DVPortStatusVmDirectPathGen2InactiveReasonOther>),
-    DVPortgroupConfigInfo(Box<DVPortgroupConfigInfo>),
-    DVPortgroupConfigSpec(Box<DVPortgroupConfigSpec>),
-    #[cfg(feature = "all-events")] DVPortgroupCreatedEvent(Box<DVPortgroupCreatedEvent>),
-    #[cfg(feature = "all-events")] DVPortgroupDestroyedEvent(Box<DVPortgroupDestroyedEvent>),
-    #[cfg(feature = "all-events")] DVPortgroupEvent(Box<DVPortgroupEvent>),
-    DVPortgroupNsxConfig(Box<DVPortgroupNsxConfig>),
-    DVPortgroupNsxSubnetAddressInfo(Box<DVPortgroupNsxSubnetAddressInfo>),
-    DVPortgroupPolicy(Box<DVPortgroupPolicy>),
-    #[cfg(feature = "all-events")] DVPortgroupReconfiguredEvent(Box<DVPortgroupReconfiguredEvent>),
-    #[cfg(feature = "all-events")] DVPortgroupRenamedEvent(Box<DVPortgroupRenamedEvent>),
-    DVPortgroupSelection(Box<DVPortgroupSelection>),
-    DVSBackupRestoreCapability(Box<DVSBackupRestoreCapability>),
-    DVSCapability(Box<DVSCapability>),
-    #[cfg(feature = "admin")] DVSConfigInfo(Box<DVSConfigInfo>),
-    DVSConfigSpec(Box<DVSConfigSpec>),
-    DVSContactInfo(Box<DVSContactInfo>),
-    DVSCreateSpec(Box<DVSCreateSpec>),
-    DVSFailureCriteria(Box<DVSFailureCriteria>),
-    DVSFeatureCapability(Box<DVSFeatureCapability>),
-    DVSFilterSpecConnecteeSpec(Box<DVSFilterSpecConnecteeSpec>),
     DVSFilterSpecLinkConfig(Box<DVSFilterSpecLinkConfig>),
     DVSFilterSpecLinkState(Box<DVSFilterSpecLinkState>),
-    DVSFilterSpecPnicConnecteeSpec(Box<DVSFilterSpecPnicConnecteeSpec>),
-    DVSFilterSpecPvlanSpec(Box<DVSFilterSpecPvlanSpec>),
-    DVSFilterSpecTrunkVlanSpec(Box<DVSFilterSpecTrunkVlanSpec>),
-    DVSFilterSpecVlanIdSpec(Box<DVSFilterSpecVlanIdSpec>),
-    DVSFilterSpecVlanSpec(Box<DVSFilterSpecVlanSpec>),
-    DVSFilterSpecVmConnecteeSpec(Box<DVSFilterSpecVmConnecteeSpec>),
-    DVSFilterSpecVmknicConnecteeSpec(Box<DVSFilterSpecVmknicConnecteeSpec>),
-    DVSHealthCheckCapability(Box<DVSHealthCheckCapability>),
-    #[cfg(feature = "admin")] DVSHealthCheckConfig(Box<DVSHealthCheckConfig>),
-    #[cfg(feature = "all-events")] DVSHostLocalPortInfo(Box<DVSHostLocalPortInfo>),
-    DVSMacLearningPolicy(Box<DVSMacLearningPolicy>),
     DVSMacLimitPolicyType(Box<DVSMacLimitPolicyType>),
-    DVSMacManagementPolicy(Box<DVSMacManagementPolicy>),
-    DVSManagerDvsConfigTarget(Box<DVSManagerDvsConfigTarget>),
-    DVSManagerPhysicalNicsList(Box<DVSManagerPhysicalNicsList>),
-    DVSNameArrayUplinkPortPolicy(Box<DVSNameArrayUplinkPortPolicy>),
-    DVSNetworkResourceManagementCapability(Box<DVSNetworkResourceManagementCapability>),
-    DVSNetworkResourcePool(Box<DVSNetworkResourcePool>),
-    DVSNetworkResourcePoolAllocationInfo(Box<DVSNetworkResourcePoolAllocationInfo>),
-    #[cfg(feature = "admin")] DVSNetworkResourcePoolConfigSpec(Box<DVSNetworkResourcePoolConfigSpec>),
-    DVSPolicy(Box<DVSPolicy>),
-    DVSRollbackCapability(Box<DVSRollbackCapability>),
-    #[cfg(feature = "admin")] DVSRuntimeInfo(Box<DVSRuntimeInfo>),
-    DVSSecurityPolicy(Box<DVSSecurityPolicy>),
-    DVSSelection(Box<DVSSelection>),
-    DVSSummary(Box<DVSSummary>),
-    DVSTrafficShapingPolicy(Box<DVSTrafficShapingPolicy>),
-    DVSUplinkPortPolicy(Box<DVSUplinkPortPolicy>),
-    DVSVendorSpecificConfig(Box<DVSVendorSpecificConfig>),
-    #[cfg(feature = "admin")] DVSVmVnicNetworkResourcePool(Box<DVSVmVnicNetworkResourcePool>),
-    #[cfg(feature = "admin")] DailyTaskScheduler(Box<DailyTaskScheduler>),
-    #[cfg(feature = "all-events")] DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
-    #[cfg(feature = "all-events")] DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
-    #[cfg(feature = "all-events")] DasAgentFoundEvent(Box<DasAgentFoundEvent>),
-    #[cfg(feature = "all-events")] DasAgentUnavailableEvent(Box<DasAgentUnavailableEvent>),
-    #[cfg(feature = "all-events")] DasClusterIsolatedEvent(Box<DasClusterIsolatedEvent>),
+    DasConfigFaultDasConfigFaultReason(Box<DasConfigFaultDasConfigFaultReason>),
+    DasVmPriority(Box<DasVmPriority>),
+    DatastoreAccessible(Box<DatastoreAccessible>),
+    DatastoreSectorFormat(Box<DatastoreSectorFormat>),
+    DatastoreSummaryMaintenanceModeState(Box<DatastoreSummaryMaintenanceModeState>),
+    #[cfg(feature = "admin")] DayOfWeek(Box<DayOfWeek>),
+    DeviceNotSupportedReason(Box<DeviceNotSupportedReason>),
+    DeviceProtocol(Box<DeviceProtocol>),
+    DiagnosticManagerLogCreator(Box<DiagnosticManagerLogCreator>),
+    DiagnosticManagerLogFormat(Box<DiagnosticManagerLogFormat>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -428,152 +905,24 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortConfigInfo(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortNotSupported(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortSetting(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortState(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatus(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupConfigInfo(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupDestroyedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupEvent(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupNsxConfig(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupNsxSubnetAddressInfo(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupPolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupRenamedEvent(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupSelection(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSBackupRestoreCapability(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSCapability(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSConfigInfo(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSConfigSpec(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSContactInfo(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSCreateSpec(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFailureCriteria(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFeatureCapability(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecConnecteeSpec(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecLinkConfig(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecLinkState(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecPnicConnecteeSpec(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecPvlanSpec(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecTrunkVlanSpec(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVlanIdSpec(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVlanSpec(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVmConnecteeSpec(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVmknicConnecteeSpec(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckCapability(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHostLocalPortInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLearningPolicy(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLimitPolicyType(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacManagementPolicy(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSManagerDvsConfigTarget(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSManagerPhysicalNicsList(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNameArrayUplinkPortPolicy(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourceManagementCapability(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePoolAllocationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSPolicy(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSRollbackCapability(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSecurityPolicy(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSelection(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSummary(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSTrafficShapingPolicy(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSUplinkPortPolicy(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVendorSpecificConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DailyTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlDisabledEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentFoundEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentUnavailableEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasClusterIsolatedEvent(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::DVPortConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DVPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DVPortgroupCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DVPortgroupDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DVPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupNsxConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupNsxSubnetAddressInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DVPortgroupReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DVPortgroupRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupSelection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSBackupRestoreCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSContactInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFailureCriteria(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFilterSpecConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSFilterSpecLinkConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSFilterSpecLinkState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFilterSpecPnicConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFilterSpecPvlanSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFilterSpecTrunkVlanSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFilterSpecVlanIdSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFilterSpecVlanSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFilterSpecVmConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSFilterSpecVmknicConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSHealthCheckCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSMacLearningPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSMacLimitPolicyType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSMacManagementPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSManagerDvsConfigTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSManagerPhysicalNicsList(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSNameArrayUplinkPortPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSNetworkResourceManagementCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSNetworkResourcePoolAllocationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DVSNetworkResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSRollbackCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DVSRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSSecurityPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSSelection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSTrafficShapingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSUplinkPortPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSVendorSpecificConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DailyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasAgentUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasClusterIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasConfigFaultDasConfigFaultReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasVmPriority(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreAccessible(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreSectorFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreSummaryMaintenanceModeState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DayOfWeek(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceNotSupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceProtocol(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DiagnosticManagerLogCreator(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DiagnosticManagerLogFormat(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -587,72 +936,21 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::DVPortConfigInfo(_) => "DVPortConfigInfo",
-            Object::DVPortConfigSpec(_) => "DVPortConfigSpec",
-            #[cfg(feature = "all-faults")] Object::DVPortNotSupported(_) => "DVPortNotSupported",
-            Object::DVPortSetting(_) => "DVPortSetting",
-            Object::DVPortState(_) => "DVPortState",
-            Object::DVPortStatus(_) => "DVPortStatus",
             Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(_) => "DVPortStatusVmDirectPathGen2InactiveReasonNetwork",
             Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(_) => "DVPortStatusVmDirectPathGen2InactiveReasonOther",
-            Object::DVPortgroupConfigInfo(_) => "DVPortgroupConfigInfo",
-            Object::DVPortgroupConfigSpec(_) => "DVPortgroupConfigSpec",
-            #[cfg(feature = "all-events")] Object::DVPortgroupCreatedEvent(_) => "DVPortgroupCreatedEvent",
-            #[cfg(feature = "all-events")] Object::DVPortgroupDestroyedEvent(_) => "DVPortgroupDestroyedEvent",
-            #[cfg(feature = "all-events")] Object::DVPortgroupEvent(_) => "DVPortgroupEvent",
-            Object::DVPortgroupNsxConfig(_) => "DVPortgroupNsxConfig",
-            Object::DVPortgroupNsxSubnetAddressInfo(_) => "DVPortgroupNsxSubnetAddressInfo",
-            Object::DVPortgroupPolicy(_) => "DVPortgroupPolicy",
-            #[cfg(feature = "all-events")] Object::DVPortgroupReconfiguredEvent(_) => "DVPortgroupReconfiguredEvent",
-            #[cfg(feature = "all-events")] Object::DVPortgroupRenamedEvent(_) => "DVPortgroupRenamedEvent",
-            Object::DVPortgroupSelection(_) => "DVPortgroupSelection",
-            Object::DVSBackupRestoreCapability(_) => "DVSBackupRestoreCapability",
-            Object::DVSCapability(_) => "DVSCapability",
-            #[cfg(feature = "admin")] Object::DVSConfigInfo(_) => "DVSConfigInfo",
-            Object::DVSConfigSpec(_) => "DVSConfigSpec",
-            Object::DVSContactInfo(_) => "DVSContactInfo",
-            Object::DVSCreateSpec(_) => "DVSCreateSpec",
-            Object::DVSFailureCriteria(_) => "DVSFailureCriteria",
-            Object::DVSFeatureCapability(_) => "DVSFeatureCapability",
-            Object::DVSFilterSpecConnecteeSpec(_) => "DVSFilterSpecConnecteeSpec",
             Object::DVSFilterSpecLinkConfig(_) => "DVSFilterSpecLinkConfig",
             Object::DVSFilterSpecLinkState(_) => "DVSFilterSpecLinkState",
-            Object::DVSFilterSpecPnicConnecteeSpec(_) => "DVSFilterSpecPnicConnecteeSpec",
-            Object::DVSFilterSpecPvlanSpec(_) => "DVSFilterSpecPvlanSpec",
-            Object::DVSFilterSpecTrunkVlanSpec(_) => "DVSFilterSpecTrunkVlanSpec",
-            Object::DVSFilterSpecVlanIdSpec(_) => "DVSFilterSpecVlanIdSpec",
-            Object::DVSFilterSpecVlanSpec(_) => "DVSFilterSpecVlanSpec",
-            Object::DVSFilterSpecVmConnecteeSpec(_) => "DVSFilterSpecVmConnecteeSpec",
-            Object::DVSFilterSpecVmknicConnecteeSpec(_) => "DVSFilterSpecVmknicConnecteeSpec",
-            Object::DVSHealthCheckCapability(_) => "DVSHealthCheckCapability",
-            #[cfg(feature = "admin")] Object::DVSHealthCheckConfig(_) => "DVSHealthCheckConfig",
-            #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(_) => "DVSHostLocalPortInfo",
-            Object::DVSMacLearningPolicy(_) => "DVSMacLearningPolicy",
             Object::DVSMacLimitPolicyType(_) => "DVSMacLimitPolicyType",
-            Object::DVSMacManagementPolicy(_) => "DVSMacManagementPolicy",
-            Object::DVSManagerDvsConfigTarget(_) => "DVSManagerDvsConfigTarget",
-            Object::DVSManagerPhysicalNicsList(_) => "DVSManagerPhysicalNicsList",
-            Object::DVSNameArrayUplinkPortPolicy(_) => "DVSNameArrayUplinkPortPolicy",
-            Object::DVSNetworkResourceManagementCapability(_) => "DVSNetworkResourceManagementCapability",
-            Object::DVSNetworkResourcePool(_) => "DVSNetworkResourcePool",
-            Object::DVSNetworkResourcePoolAllocationInfo(_) => "DVSNetworkResourcePoolAllocationInfo",
-            #[cfg(feature = "admin")] Object::DVSNetworkResourcePoolConfigSpec(_) => "DVSNetworkResourcePoolConfigSpec",
-            Object::DVSPolicy(_) => "DVSPolicy",
-            Object::DVSRollbackCapability(_) => "DVSRollbackCapability",
-            #[cfg(feature = "admin")] Object::DVSRuntimeInfo(_) => "DVSRuntimeInfo",
-            Object::DVSSecurityPolicy(_) => "DVSSecurityPolicy",
-            Object::DVSSelection(_) => "DVSSelection",
-            Object::DVSSummary(_) => "DVSSummary",
-            Object::DVSTrafficShapingPolicy(_) => "DVSTrafficShapingPolicy",
-            Object::DVSUplinkPortPolicy(_) => "DVSUplinkPortPolicy",
-            Object::DVSVendorSpecificConfig(_) => "DVSVendorSpecificConfig",
-            #[cfg(feature = "admin")] Object::DVSVmVnicNetworkResourcePool(_) => "DVSVmVnicNetworkResourcePool",
-            #[cfg(feature = "admin")] Object::DailyTaskScheduler(_) => "DailyTaskScheduler",
-            #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(_) => "DasAdmissionControlDisabledEvent",
-            #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
-            #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(_) => "DasAgentFoundEvent",
-            #[cfg(feature = "all-events")] Object::DasAgentUnavailableEvent(_) => "DasAgentUnavailableEvent",
-            #[cfg(feature = "all-events")] Object::DasClusterIsolatedEvent(_) => "DasClusterIsolatedEvent",
+            Object::DasConfigFaultDasConfigFaultReason(_) => "DasConfigFaultDasConfigFaultReason",
+            Object::DasVmPriority(_) => "DasVmPriority",
+            Object::DatastoreAccessible(_) => "DatastoreAccessible",
+            Object::DatastoreSectorFormat(_) => "DatastoreSectorFormat",
+            Object::DatastoreSummaryMaintenanceModeState(_) => "DatastoreSummaryMaintenanceModeState",
+            #[cfg(feature = "admin")] Object::DayOfWeek(_) => "DayOfWeek",
+            Object::DeviceNotSupportedReason(_) => "DeviceNotSupportedReason",
+            Object::DeviceProtocol(_) => "DeviceProtocol",
+            Object::DiagnosticManagerLogCreator(_) => "DiagnosticManagerLogCreator",
+            Object::DiagnosticManagerLogFormat(_) => "DiagnosticManagerLogFormat",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -672,172 +970,25 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::DVPortConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DVPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DVPortgroupCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DVPortgroupDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DVPortgroupEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupNsxConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupNsxSubnetAddressInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DVPortgroupReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DVPortgroupRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSBackupRestoreCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSContactInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFailureCriteria(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFilterSpecConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSFilterSpecLinkConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSFilterSpecLinkState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFilterSpecPnicConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFilterSpecPvlanSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFilterSpecTrunkVlanSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFilterSpecVlanIdSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFilterSpecVlanSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFilterSpecVmConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSFilterSpecVmknicConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSHealthCheckCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSMacLearningPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSMacLimitPolicyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSMacManagementPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSManagerDvsConfigTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSManagerPhysicalNicsList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSNameArrayUplinkPortPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSNetworkResourceManagementCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSNetworkResourcePoolAllocationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DVSNetworkResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSRollbackCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DVSRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSSecurityPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSTrafficShapingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSUplinkPortPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSVendorSpecificConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DailyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasAgentUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasClusterIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasConfigFaultDasConfigFaultReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasVmPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreAccessible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreSectorFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreSummaryMaintenanceModeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DayOfWeek(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceNotSupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DiagnosticManagerLogCreator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DiagnosticManagerLogFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectType for DVPortConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DVPortNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortSetting {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortSetting(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for DVPortStatusVmDirectPathGen2InactiveReasonNetwork {
     type Object = Object;
@@ -868,326 +1019,6 @@ impl x::ObjectType for DVPortStatusVmDirectPathGen2InactiveReasonOther {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortgroupConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortgroupConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupCreatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupCreatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupDestroyedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupDestroyedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupDestroyedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupDestroyedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortgroupNsxConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupNsxConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupNsxConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupNsxConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortgroupNsxSubnetAddressInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupNsxSubnetAddressInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupNsxSubnetAddressInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupNsxSubnetAddressInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortgroupPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupReconfiguredEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupReconfiguredEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupRenamedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupRenamedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVPortgroupSelection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVPortgroupSelection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupSelection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupSelection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSBackupRestoreCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSBackupRestoreCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSBackupRestoreCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSBackupRestoreCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for DVSConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSContactInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSContactInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSContactInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSContactInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSCreateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSCreateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFailureCriteria {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFailureCriteria(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFailureCriteria(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFailureCriteria(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFeatureCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFeatureCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFeatureCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFeatureCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFilterSpecConnecteeSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFilterSpecConnecteeSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecConnecteeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecConnecteeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1223,182 +1054,6 @@ impl x::ObjectType for DVSFilterSpecLinkState {
     }
 }
 
-impl x::ObjectType for DVSFilterSpecPnicConnecteeSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFilterSpecPnicConnecteeSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecPnicConnecteeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecPnicConnecteeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFilterSpecPvlanSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFilterSpecPvlanSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecPvlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecPvlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFilterSpecTrunkVlanSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFilterSpecTrunkVlanSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecTrunkVlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecTrunkVlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFilterSpecVlanIdSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFilterSpecVlanIdSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecVlanIdSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecVlanIdSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFilterSpecVlanSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFilterSpecVlanSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecVlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecVlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFilterSpecVmConnecteeSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFilterSpecVmConnecteeSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecVmConnecteeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecVmConnecteeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSFilterSpecVmknicConnecteeSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSFilterSpecVmknicConnecteeSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecVmknicConnecteeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecVmknicConnecteeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSHealthCheckCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSHealthCheckCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSHealthCheckCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSHealthCheckCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for DVSHealthCheckConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSHealthCheckConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DVSHostLocalPortInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSHostLocalPortInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSHostLocalPortInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSHostLocalPortInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSMacLearningPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSMacLearningPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSMacLearningPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSMacLearningPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for DVSMacLimitPolicyType {
     type Object = Object;
     #[inline]
@@ -1415,386 +1070,162 @@ impl x::ObjectType for DVSMacLimitPolicyType {
     }
 }
 
-impl x::ObjectType for DVSMacManagementPolicy {
+impl x::ObjectType for DasConfigFaultDasConfigFaultReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSMacManagementPolicy(value)
+        Object::DasConfigFaultDasConfigFaultReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSMacManagementPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSMacManagementPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSManagerDvsConfigTarget {
+impl x::ObjectType for DasVmPriority {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSManagerDvsConfigTarget(value)
+        Object::DasVmPriority(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSManagerDvsConfigTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DasVmPriority(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSManagerDvsConfigTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DasVmPriority(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSManagerPhysicalNicsList {
+impl x::ObjectType for DatastoreAccessible {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSManagerPhysicalNicsList(value)
+        Object::DatastoreAccessible(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSManagerPhysicalNicsList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DatastoreAccessible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSManagerPhysicalNicsList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DatastoreAccessible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSNameArrayUplinkPortPolicy {
+impl x::ObjectType for DatastoreSectorFormat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSNameArrayUplinkPortPolicy(value)
+        Object::DatastoreSectorFormat(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNameArrayUplinkPortPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DatastoreSectorFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNameArrayUplinkPortPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DatastoreSectorFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSNetworkResourceManagementCapability {
+impl x::ObjectType for DatastoreSummaryMaintenanceModeState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSNetworkResourceManagementCapability(value)
+        Object::DatastoreSummaryMaintenanceModeState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNetworkResourceManagementCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNetworkResourceManagementCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSNetworkResourcePool {
+#[cfg(feature = "admin")] impl x::ObjectType for DayOfWeek {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSNetworkResourcePool(value)
+        Object::DayOfWeek(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DayOfWeek(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DayOfWeek(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSNetworkResourcePoolAllocationInfo {
+impl x::ObjectType for DeviceNotSupportedReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSNetworkResourcePoolAllocationInfo(value)
+        Object::DeviceNotSupportedReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNetworkResourcePoolAllocationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DeviceNotSupportedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNetworkResourcePoolAllocationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DeviceNotSupportedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for DVSNetworkResourcePoolConfigSpec {
+impl x::ObjectType for DeviceProtocol {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSNetworkResourcePoolConfigSpec(value)
+        Object::DeviceProtocol(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNetworkResourcePoolConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DeviceProtocol(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNetworkResourcePoolConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DeviceProtocol(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSPolicy {
+impl x::ObjectType for DiagnosticManagerLogCreator {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSPolicy(value)
+        Object::DiagnosticManagerLogCreator(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DiagnosticManagerLogCreator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DiagnosticManagerLogCreator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSRollbackCapability {
+impl x::ObjectType for DiagnosticManagerLogFormat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DVSRollbackCapability(value)
+        Object::DiagnosticManagerLogFormat(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSRollbackCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DiagnosticManagerLogFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSRollbackCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for DVSRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSSecurityPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSSecurityPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSSecurityPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSSecurityPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSSelection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSSelection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSSelection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSSelection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSTrafficShapingPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSTrafficShapingPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSTrafficShapingPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSTrafficShapingPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSUplinkPortPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSUplinkPortPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSUplinkPortPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSUplinkPortPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DVSVendorSpecificConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSVendorSpecificConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSVendorSpecificConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSVendorSpecificConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for DVSVmVnicNetworkResourcePool {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DVSVmVnicNetworkResourcePool(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSVmVnicNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSVmVnicNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for DailyTaskScheduler {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DailyTaskScheduler(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DailyTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DailyTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DasAdmissionControlDisabledEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DasAdmissionControlDisabledEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasAdmissionControlDisabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasAdmissionControlDisabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DasAdmissionControlEnabledEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DasAdmissionControlEnabledEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasAdmissionControlEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasAdmissionControlEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DasAgentFoundEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DasAgentFoundEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasAgentFoundEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasAgentFoundEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DasAgentUnavailableEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DasAgentUnavailableEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasAgentUnavailableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasAgentUnavailableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DasClusterIsolatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DasClusterIsolatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasClusterIsolatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasClusterIsolatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DiagnosticManagerLogFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

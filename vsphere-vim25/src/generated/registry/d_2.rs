@@ -6,426 +6,832 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x94ca0e), x::Name(0x1d94808), 0, 3), // DasConfigFault: VimFault
-        x::TypeEntry::enumeration(x::Name(0x94d922), 0, 11), // DasConfigFaultDasConfigFaultReason
-        x::TypeEntry::structure(x::Name(0x94fc10), x::Name(0x70950c), 3, 0), // DasDisabledEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x950d0f), x::Name(0x70950c), 3, 0), // DasEnabledEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x951d19), x::Name(0xbb9c0b), 3, 2), // DasHeartbeatDatastoreInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x953712), x::Name(0x70950c), 5, 1), // DasHostFailedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x954a14), x::Name(0x70950c), 6, 1), // DasHostIsolatedEvent: ClusterEvent
-        x::TypeEntry::enumeration(x::Name(0x957a0d), 11, 4), // DasVmPriority
-        x::TypeEntry::structure(x::Name(0x95880d), x::Name(0x19b140c), 7, 0), // DatabaseError: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x959614), x::Name(0xbb9c0b), 7, 1), // DatabaseSizeEstimate: DynamicData
-        x::TypeEntry::structure(x::Name(0x95ab11), x::Name(0xbb9c0b), 8, 2), // DatabaseSizeParam: DynamicData
-        x::TypeEntry::structure(x::Name(0x95c81a), x::Name(0xbb9c0b), 10, 8), // DatacenterBasicConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x95e314), x::Name(0xbb9c0b), 18, 2), // DatacenterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x95f814), x::Name(0xbb9c0b), 20, 2), // DatacenterConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x960d16), x::Name(0x96240f), 22, 1), // DatacenterCreatedEvent: DatacenterEvent
-        x::TypeEntry::structure(x::Name(0x96240f), x::Name(0xc19905), 23, 0), // DatacenterEvent: Event
-        x::TypeEntry::structure(x::Name(0x963417), x::Name(0xc04213), 23, 1), // DatacenterEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x964c12), x::Name(0x1431e0e), 24, 2), // DatacenterMismatch: MigrationFault
-        x::TypeEntry::structure(x::Name(0x965f1a), x::Name(0xbb9c0b), 26, 2), // DatacenterMismatchArgument: DynamicData
-        x::TypeEntry::structure(x::Name(0x967a16), x::Name(0x96240f), 28, 2), // DatacenterRenamedEvent: DatacenterEvent
-        x::TypeEntry::enumeration(x::Name(0x969b13), 15, 2), // DatastoreAccessible
-        x::TypeEntry::structure(x::Name(0x96af13), x::Name(0xbb9c0b), 30, 12), // DatastoreCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x96c31f), x::Name(0x97560e), 42, 2), // DatastoreCapacityIncreasedEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x96e317), x::Name(0x97560e), 44, 0), // DatastoreDestroyedEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x96fb18), x::Name(0xea3c09), 44, 1), // DatastoreDiscoveredEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x971418), x::Name(0x97560e), 45, 0), // DatastoreDuplicatedEvent: DatastoreEvent
-        x::TypeEntry::request(x::Name(0x972d28), 45, 1), // DatastoreEnterMaintenanceModeRequestType
-        x::TypeEntry::structure(x::Name(0x97560e), x::Name(0xc19905), 46, 1), // DatastoreEvent: Event
-        x::TypeEntry::structure(x::Name(0x976516), x::Name(0xc04213), 47, 1), // DatastoreEventArgument: EntityEventArgument
-        x::TypeEntry::request(x::Name(0x977c27), 48, 1), // DatastoreExitMaintenanceModeRequestType
-        x::TypeEntry::structure(x::Name(0x97a418), x::Name(0x97d712), 49, 2), // DatastoreFileCopiedEvent: DatastoreFileEvent
-        x::TypeEntry::structure(x::Name(0x97bd19), x::Name(0x97d712), 51, 0), // DatastoreFileDeletedEvent: DatastoreFileEvent
-        x::TypeEntry::structure(x::Name(0x97d712), x::Name(0x97560e), 51, 3), // DatastoreFileEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x97ea17), x::Name(0x97d712), 54, 2), // DatastoreFileMovedEvent: DatastoreFileEvent
-        x::TypeEntry::structure(x::Name(0x980212), x::Name(0xbb9c0b), 56, 2), // DatastoreHostMount: DynamicData
-        x::TypeEntry::structure(x::Name(0x98151e), x::Name(0x97560e), 58, 0), // DatastoreIORMReconfiguredEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x98340d), x::Name(0xbb9c0b), 58, 12), // DatastoreInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x98421f), x::Name(0xbb9c0b), 70, 2), // DatastoreMountPathDatastorePair: DynamicData
-        x::TypeEntry::structure(x::Name(0x986226), x::Name(0xbb9c0b), 72, 2), // DatastoreNamespaceManagerDirectoryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x98891a), x::Name(0x12d0410), 74, 1), // DatastoreNotWritableOnHost: InvalidDatastore
-        x::TypeEntry::structure(x::Name(0x98a40f), x::Name(0xbb9c0b), 75, 1), // DatastoreOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x98b41c), x::Name(0xea3c09), 76, 1), // DatastorePrincipalConfigured: HostEvent
-        x::TypeEntry::structure(x::Name(0x98d11b), x::Name(0xea3c09), 77, 1), // DatastoreRemovedOnHostEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x98ed15), x::Name(0x97560e), 78, 2), // DatastoreRenamedEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x99031b), x::Name(0xea3c09), 80, 2), // DatastoreRenamedOnHostEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0x991f15), 17, 3), // DatastoreSectorFormat
-        x::TypeEntry::structure(x::Name(0x993510), x::Name(0xbb9c0b), 82, 10), // DatastoreSummary: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x994624), 20, 3), // DatastoreSummaryMaintenanceModeState
-        x::TypeEntry::structure(x::Name(0x996b22), x::Name(0xbb9c0b), 92, 3), // DatastoreVVolContainerFailoverPair: DynamicData
-        x::TypeEntry::structure(x::Name(0x998e0f), x::Name(0xad70c), 95, 0), // DateTimeProfile: ApplyProfile
-        x::TypeEntry::enumeration(x::Name(0x999e09), 23, 7), // DayOfWeek
-        x::TypeEntry::request(x::Name(0x99a818), 95, 2), // DecodeLicenseRequestType
-        x::TypeEntry::request(x::Name(0x99fa1d), 97, 1), // DefragmentAllDisksRequestType
-        x::TypeEntry::request(x::Name(0x9a1820), 98, 3), // DefragmentVirtualDiskRequestType
-        x::TypeEntry::request(x::Name(0x9a3922), 101, 2), // DeleteCustomizationSpecRequestType
-        x::TypeEntry::request(x::Name(0x9a5c1e), 103, 3), // DeleteDatastoreFileRequestType
-        x::TypeEntry::request(x::Name(0x9a7b21), 106, 5), // DeleteDirectoryInGuestRequestType
-        x::TypeEntry::request(x::Name(0x9a9d1a), 111, 3), // DeleteDirectoryRequestType
-        x::TypeEntry::request(x::Name(0x9ab81c), 114, 4), // DeleteFileInGuestRequestType
-        x::TypeEntry::request(x::Name(0x9ad515), 118, 2), // DeleteFileRequestType
-        x::TypeEntry::request(x::Name(0x9aeb22), 120, 2), // DeleteHostSpecificationRequestType
-        x::TypeEntry::request(x::Name(0x9b0e25), 122, 3), // DeleteHostSubSpecificationRequestType
-        x::TypeEntry::request(x::Name(0x9b3426), 125, 1), // DeleteNvdimmBlockNamespacesRequestType
-        x::TypeEntry::request(x::Name(0x9b5b20), 126, 2), // DeleteNvdimmNamespaceRequestType
-        x::TypeEntry::request(x::Name(0x9b7c23), 128, 5), // DeleteRegistryKeyInGuestRequestType
-        x::TypeEntry::request(x::Name(0x9ba025), 133, 4), // DeleteRegistryValueInGuestRequestType
-        x::TypeEntry::request(x::Name(0x9bc61d), 137, 2), // DeleteScsiLunStateRequestType
-        x::TypeEntry::request(x::Name(0x9be419), 139, 4), // DeleteSnapshotRequestType
-        x::TypeEntry::request(x::Name(0x9bfe21), 143, 3), // DeleteVStorageObjectExRequestType
-        x::TypeEntry::request(x::Name(0x9c201f), 146, 3), // DeleteVStorageObjectRequestType
-        x::TypeEntry::request(x::Name(0x9c4020), 149, 2), // DeleteVffsVolumeStateRequestType
-        x::TypeEntry::request(x::Name(0x9c611c), 151, 3), // DeleteVirtualDiskRequestType
-        x::TypeEntry::request(x::Name(0x9c7e20), 154, 2), // DeleteVmfsVolumeStateRequestType
-        x::TypeEntry::request(x::Name(0x9c9f1c), 156, 3), // DeleteVsanObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x9cbc1b), x::Name(0x210340d), 159, 2), // DeltaDiskFormatNotSupported: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x9cd80b), x::Name(0xbb9c0b), 161, 2), // Description: DynamicData
-        x::TypeEntry::request(x::Name(0x9ce421), 163, 3), // DeselectVnicForNicTypeRequestType
-        x::TypeEntry::request(x::Name(0x9d0617), 166, 1), // DeselectVnicRequestType
-        x::TypeEntry::structure(x::Name(0x9d1e13), x::Name(0xbb9c0b), 167, 4), // DesiredSoftwareSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x9d3220), x::Name(0xbb9c0b), 171, 1), // DesiredSoftwareSpecBaseImageSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x9d5320), x::Name(0xbb9c0b), 172, 2), // DesiredSoftwareSpecComponentSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x9d7422), x::Name(0xbb9c0b), 174, 2), // DesiredSoftwareSpecVendorAddOnSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x9d9715), x::Name(0x5e3513), 176, 0), // DestinationSwitchFull: CannotAccessNetwork
-        x::TypeEntry::structure(x::Name(0x9dad17), x::Name(0x614019), 176, 1), // DestinationVsanDisabled: CannotMoveVsanEnabledHost
-        x::TypeEntry::request(x::Name(0x9dc51a), 177, 1), // DestroyChildrenRequestType
-        x::TypeEntry::request(x::Name(0x9de01b), 178, 1), // DestroyCollectorRequestType
-        x::TypeEntry::request(x::Name(0x9dfc1b), 179, 1), // DestroyDatastoreRequestType
-        x::TypeEntry::request(x::Name(0x9e1818), 180, 4), // DestroyIpPoolRequestType
-        x::TypeEntry::request(x::Name(0x9e3119), 184, 1), // DestroyNetworkRequestType
-        x::TypeEntry::request(x::Name(0x9e4b19), 185, 1), // DestroyProfileRequestType
-        x::TypeEntry::request(x::Name(0x9e6523), 186, 1), // DestroyPropertyCollectorRequestType
-        x::TypeEntry::request(x::Name(0x9e8920), 187, 1), // DestroyPropertyFilterRequestType
-        x::TypeEntry::request(x::Name(0x9eaa12), 188, 1), // DestroyRequestType
-        x::TypeEntry::request(x::Name(0x9ebd16), 189, 2), // DestroyVffsRequestType
-        x::TypeEntry::request(x::Name(0x9ed416), 191, 1), // DestroyViewRequestType
-        x::TypeEntry::request(x::Name(0x9eeb15), 192, 2), // DetachDiskRequestType
-        x::TypeEntry::request(x::Name(0x9f011a), 194, 2), // DetachScsiLunExRequestType
-        x::TypeEntry::request(x::Name(0x9f1c18), 196, 2), // DetachScsiLunRequestType
-        x::TypeEntry::request(x::Name(0x9f3526), 198, 4), // DetachTagFromVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x9f5c1b), x::Name(0x1e3d10f), 202, 1), // DeviceBackedVirtualDiskSpec: VirtualDiskSpec
-        x::TypeEntry::structure(x::Name(0x9f7819), x::Name(0x9fe612), 203, 1), // DeviceBackingNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x9f921c), x::Name(0x9fe612), 204, 1), // DeviceControllerNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x9faf0d), x::Name(0xbb9c0b), 205, 1), // DeviceGroupId: DynamicData
-        x::TypeEntry::structure(x::Name(0x9fbd19), x::Name(0x12d6c11), 206, 0), // DeviceHotPlugNotSupported: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0x9fd70e), x::Name(0x12d6c11), 206, 0), // DeviceNotFound: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0x9fe612), x::Name(0x1e7f321), 206, 2), // DeviceNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0xa0f31a), x::Name(0xbb9c0b), 0, 3), // DiagnosticManagerLogHeader: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa10e1e), 0, 2), // DiagnosticPartitionStorageType
+        x::TypeEntry::enumeration(x::Name(0xa12d17), 2, 2), // DiagnosticPartitionType
+        x::TypeEntry::structure(x::Name(0xa14512), x::Name(0x9fe612), 3, 0), // DigestNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0xa15815), x::Name(0xbb9c0b), 3, 5), // DirectPathProfileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xa16e24), x::Name(0xa24726), 8, 5), // DirectPathProfileManagerCapacityInfo: DirectPathProfileManagerCapacityResult
+        x::TypeEntry::structure(x::Name(0xa19333), x::Name(0xa21d29), 13, 1), // DirectPathProfileManagerCapacityQueryByDeviceConfig: DirectPathProfileManagerCapacityQuerySpec
+        x::TypeEntry::structure(x::Name(0xa1c729), x::Name(0xa21d29), 14, 1), // DirectPathProfileManagerCapacityQueryById: DirectPathProfileManagerCapacityQuerySpec
+        x::TypeEntry::structure(x::Name(0xa1f12b), x::Name(0xa21d29), 15, 1), // DirectPathProfileManagerCapacityQueryByName: DirectPathProfileManagerCapacityQuerySpec
+        x::TypeEntry::structure(x::Name(0xa21d29), x::Name(0xbb9c0b), 16, 0), // DirectPathProfileManagerCapacityQuerySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xa24726), x::Name(0xbb9c0b), 16, 0), // DirectPathProfileManagerCapacityResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xa26e27), x::Name(0xa24726), 16, 2), // DirectPathProfileManagerCapacityUnknown: DirectPathProfileManagerCapacityResult
+        x::TypeEntry::request(x::Name(0xa29629), 18, 2), // DirectPathProfileManagerCreateRequestType
+        x::TypeEntry::structure(x::Name(0xa2c022), x::Name(0xbb9c0b), 20, 3), // DirectPathProfileManagerCreateSpec: DynamicData
+        x::TypeEntry::request(x::Name(0xa2e329), 23, 2), // DirectPathProfileManagerDeleteRequestType
+        x::TypeEntry::structure(x::Name(0xa30d28), x::Name(0xbb9c0b), 25, 0), // DirectPathProfileManagerDirectPathConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xa3362b), x::Name(0xa30d28), 25, 1), // DirectPathProfileManagerDvxDirectPathConfig: DirectPathProfileManagerDirectPathConfig
+        x::TypeEntry::structure(x::Name(0xa3622f), x::Name(0xa30d28), 26, 1), // DirectPathProfileManagerDynamicDirectPathConfig: DirectPathProfileManagerDirectPathConfig
+        x::TypeEntry::structure(x::Name(0xa39222), x::Name(0xbb9c0b), 27, 3), // DirectPathProfileManagerFilterSpec: DynamicData
+        x::TypeEntry::request(x::Name(0xa3b527), 30, 2), // DirectPathProfileManagerListRequestType
+        x::TypeEntry::request(x::Name(0xa3dd30), 32, 3), // DirectPathProfileManagerQueryCapacityRequestType
+        x::TypeEntry::structure(x::Name(0xa40e25), x::Name(0xa43424), 35, 1), // DirectPathProfileManagerTargetCluster: DirectPathProfileManagerTargetEntity
+        x::TypeEntry::structure(x::Name(0xa43424), x::Name(0xbb9c0b), 36, 0), // DirectPathProfileManagerTargetEntity: DynamicData
+        x::TypeEntry::structure(x::Name(0xa45922), x::Name(0xa43424), 36, 1), // DirectPathProfileManagerTargetHost: DirectPathProfileManagerTargetEntity
+        x::TypeEntry::request(x::Name(0xa47c29), 37, 3), // DirectPathProfileManagerUpdateRequestType
+        x::TypeEntry::structure(x::Name(0xa4a622), x::Name(0xbb9c0b), 40, 2), // DirectPathProfileManagerUpdateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xa4c93a), x::Name(0xa30d28), 42, 1), // DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig: DirectPathProfileManagerDirectPathConfig
+        x::TypeEntry::structure(x::Name(0xa5042d), x::Name(0xa30d28), 43, 1), // DirectPathProfileManagerVmiopDirectPathConfig: DirectPathProfileManagerDirectPathConfig
+        x::TypeEntry::structure(x::Name(0xa53c11), x::Name(0xcb3909), 44, 0), // DirectoryNotEmpty: FileFault
+        x::TypeEntry::structure(x::Name(0xa54e18), x::Name(0xe1b90f), 44, 0), // DisableAdminNotSupported: HostConfigFault
+        x::TypeEntry::request(x::Name(0xa56717), 44, 3), // DisableAlarmRequestType
+        x::TypeEntry::request(x::Name(0xa57f26), 47, 2), // DisableClusteredVmdkSupportRequestType
+        x::TypeEntry::request(x::Name(0xa5a619), 49, 1), // DisableEvcModeRequestType
+        x::TypeEntry::request(x::Name(0xa5c019), 50, 3), // DisableFeatureRequestType
+        x::TypeEntry::request(x::Name(0xa5da20), 53, 1), // DisableHyperThreadingRequestType
+        x::TypeEntry::request(x::Name(0xa5fb1f), 54, 2), // DisableMultipathPathRequestType
+        x::TypeEntry::request(x::Name(0xa61b1d), 56, 1), // DisableNetworkBootRequestType
+        x::TypeEntry::request(x::Name(0xa63919), 57, 2), // DisableRulesetRequestType
+        x::TypeEntry::request(x::Name(0xa6531d), 59, 2), // DisableSecondaryVMRequestType
+        x::TypeEntry::request(x::Name(0xa67129), 61, 1), // DisableSmartCardAuthenticationRequestType
+        x::TypeEntry::structure(x::Name(0xa69b19), x::Name(0x19b140c), 62, 2), // DisallowedChangeByService: RuntimeFault
+        x::TypeEntry::enumeration(x::Name(0xa6b529), 4, 1), // DisallowedChangeByServiceDisallowedChange
+        x::TypeEntry::structure(x::Name(0xa6df18), x::Name(0x12d6c11), 64, 0), // DisallowedDiskModeChange: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0xa6f821), x::Name(0x1431e0e), 64, 1), // DisallowedMigrationDeviceAttached: MigrationFault
+        x::TypeEntry::structure(x::Name(0xa71a21), x::Name(0x19b140c), 65, 2), // DisallowedOperationOnFailoverHost: RuntimeFault
+        x::TypeEntry::request(x::Name(0xa73c19), 67, 1), // DisconnectHostRequestType
+        x::TypeEntry::request(x::Name(0xa75625), 68, 2), // DisconnectNvmeControllerExRequestType
+        x::TypeEntry::request(x::Name(0xa77c23), 70, 2), // DisconnectNvmeControllerRequestType
+        x::TypeEntry::structure(x::Name(0xa7a01c), x::Name(0xbcef0e), 72, 0), // DisconnectedHostsBlockingEVC: EVCConfigFault
+        x::TypeEntry::request(x::Name(0xa7bd1b), 72, 2), // DiscoverFcoeHbasRequestType
+        x::TypeEntry::request(x::Name(0xa7d922), 74, 2), // DiscoverNvmeControllersRequestType
+        x::TypeEntry::structure(x::Name(0xa7fc10), x::Name(0xbb9c0b), 76, 2), // DiskChangeExtent: DynamicData
+        x::TypeEntry::structure(x::Name(0xa80d0e), x::Name(0xbb9c0b), 78, 3), // DiskChangeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xa81c0e), x::Name(0xbb9c0b), 81, 2), // DiskCryptoSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xa82b11), x::Name(0x222d00d), 83, 0), // DiskHasPartitions: VsanDiskFault
+        x::TypeEntry::structure(x::Name(0xa83d19), x::Name(0x222d00d), 83, 0), // DiskIsLastRemainingNonSSD: VsanDiskFault
+        x::TypeEntry::structure(x::Name(0xa8570e), x::Name(0x222d00d), 83, 0), // DiskIsNonLocal: VsanDiskFault
+        x::TypeEntry::structure(x::Name(0xa86609), x::Name(0x222d00d), 83, 0), // DiskIsUSB: VsanDiskFault
+        x::TypeEntry::structure(x::Name(0xa87018), x::Name(0x1431e0e), 83, 0), // DiskMoveTypeNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0xa88910), x::Name(0x1e7f321), 83, 1), // DiskNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0xa8af0c), x::Name(0x222d00d), 84, 0), // DiskTooSmall: VsanDiskFault
+        x::TypeEntry::request(x::Name(0xa8bc1c), 84, 2), // DissociateProfileRequestType
+        x::TypeEntry::structure(x::Name(0xa8d916), x::Name(0xbb9c0b), 86, 14), // DistributedVirtualPort: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa90c26), 5, 2), // DistributedVirtualPortgroupBackingType
+        x::TypeEntry::structure(x::Name(0xa9331f), x::Name(0xbb9c0b), 100, 12), // DistributedVirtualPortgroupInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa95326), 7, 3), // DistributedVirtualPortgroupMetaTagName
+        x::TypeEntry::structure(x::Name(0xa97a36), x::Name(0xbb9c0b), 112, 2), // DistributedVirtualPortgroupNsxPortgroupOperationResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa9b128), 10, 3), // DistributedVirtualPortgroupPortgroupType
+        x::TypeEntry::structure(x::Name(0xa9da22), x::Name(0xbb9c0b), 114, 2), // DistributedVirtualPortgroupProblem: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xaa1636), 13, 13), // DistributedVirtualSwitchHostInfrastructureTrafficClass
+        x::TypeEntry::structure(x::Name(0xaa4d22), x::Name(0xbb9c0b), 116, 6), // DistributedVirtualSwitchHostMember: DynamicData
+        x::TypeEntry::structure(x::Name(0xaa7029), x::Name(0xbb9c0b), 122, 0), // DistributedVirtualSwitchHostMemberBacking: DynamicData
+        x::TypeEntry::structure(x::Name(0xaa9a2c), x::Name(0xbb9c0b), 122, 11), // DistributedVirtualSwitchHostMemberConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xaac72c), x::Name(0xbb9c0b), 133, 5), // DistributedVirtualSwitchHostMemberConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xaaf434), 26, 6), // DistributedVirtualSwitchHostMemberHostComponentState
+        x::TypeEntry::structure(x::Name(0xab2939), x::Name(0xbb9c0b), 138, 3), // DistributedVirtualSwitchHostMemberHostPerfNicOffloadState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xab633f), 32, 3), // DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus
+        x::TypeEntry::structure(x::Name(0xaba331), x::Name(0xbb9c0b), 141, 2), // DistributedVirtualSwitchHostMemberHostUplinkState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xabd536), 35, 2), // DistributedVirtualSwitchHostMemberHostUplinkStateState
+        x::TypeEntry::structure(x::Name(0xac0c2d), x::Name(0xaa7029), 143, 1), // DistributedVirtualSwitchHostMemberPnicBacking: DistributedVirtualSwitchHostMemberBacking
+        x::TypeEntry::structure(x::Name(0xac3a2a), x::Name(0xbb9c0b), 144, 4), // DistributedVirtualSwitchHostMemberPnicSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xac652e), x::Name(0xbb9c0b), 148, 1), // DistributedVirtualSwitchHostMemberRuntimeState: DynamicData
+        x::TypeEntry::structure(x::Name(0xac9433), x::Name(0xbb9c0b), 149, 2), // DistributedVirtualSwitchHostMemberTransportZoneInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xacc833), 37, 2), // DistributedVirtualSwitchHostMemberTransportZoneType
+        x::TypeEntry::structure(x::Name(0xacfc27), x::Name(0xbb9c0b), 151, 2), // DistributedVirtualSwitchHostProductSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xad241c), x::Name(0xbb9c0b), 153, 4), // DistributedVirtualSwitchInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xad4127), x::Name(0xbb9c0b), 157, 2), // DistributedVirtualSwitchKeyedOpaqueBlob: DynamicData
+        x::TypeEntry::structure(x::Name(0xad6932), x::Name(0xbb9c0b), 159, 2), // DistributedVirtualSwitchManagerCompatibilityResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xad9c2d), x::Name(0xbb9c0b), 161, 2), // DistributedVirtualSwitchManagerDvsProductSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xadca2e), x::Name(0xae5930), 163, 1), // DistributedVirtualSwitchManagerHostArrayFilter: DistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::TypeEntry::structure(x::Name(0xadf92c), x::Name(0xbb9c0b), 164, 2), // DistributedVirtualSwitchManagerHostContainer: DynamicData
+        x::TypeEntry::structure(x::Name(0xae2632), x::Name(0xae5930), 166, 1), // DistributedVirtualSwitchManagerHostContainerFilter: DistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::TypeEntry::structure(x::Name(0xae5930), x::Name(0xbb9c0b), 167, 1), // DistributedVirtualSwitchManagerHostDvsFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xae8a36), x::Name(0xae5930), 168, 1), // DistributedVirtualSwitchManagerHostDvsMembershipFilter: DistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::TypeEntry::structure(x::Name(0xaec12b), x::Name(0xbb9c0b), 169, 3), // DistributedVirtualSwitchManagerImportResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xaeed27), x::Name(0xbb9c0b), 172, 3), // DistributedVirtualSwitchManagerSpanInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xaf152a), x::Name(0xbb9c0b), 175, 4), // DistributedVirtualSwitchNetworkOffloadSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xaf4035), 39, 2), // DistributedVirtualSwitchNetworkResourceControlVersion
+        x::TypeEntry::enumeration(x::Name(0xaf762c), 41, 5), // DistributedVirtualSwitchNicTeamingPolicyMode
+        x::TypeEntry::structure(x::Name(0xafa325), x::Name(0xbb9c0b), 179, 4), // DistributedVirtualSwitchPortConnectee: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xafc932), 46, 5), // DistributedVirtualSwitchPortConnecteeConnecteeType
+        x::TypeEntry::structure(x::Name(0xaffc26), x::Name(0xbb9c0b), 183, 4), // DistributedVirtualSwitchPortConnection: DynamicData
+        x::TypeEntry::structure(x::Name(0xb02324), x::Name(0xbb9c0b), 187, 9), // DistributedVirtualSwitchPortCriteria: DynamicData
+        x::TypeEntry::structure(x::Name(0xb04826), x::Name(0xbb9c0b), 196, 18), // DistributedVirtualSwitchPortStatistics: DynamicData
+        x::TypeEntry::structure(x::Name(0xb06f23), x::Name(0xbb9c0b), 214, 7), // DistributedVirtualSwitchProductSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xb09330), 51, 5), // DistributedVirtualSwitchProductSpecOperationType
+        x::TypeEntry::request(x::Name(0xb0c425), 221, 2), // DoesCustomizationSpecExistRequestType
+        x::TypeEntry::structure(x::Name(0xb0ea0e), x::Name(0x26c14), 223, 1), // DomainNotFound: ActiveDirectoryFault
+        x::TypeEntry::request(x::Name(0xb0f922), 224, 1), // DownloadDescriptionTreeRequestType
+        x::TypeEntry::enumeration(x::Name(0xb11c0b), 56, 2), // DpmBehavior
+        x::TypeEntry::structure(x::Name(0xb1280d), x::Name(0xeefb17), 225, 3), // DpuStatusInfo: HostHardwareElementInfo
+        x::TypeEntry::structure(x::Name(0xb1361c), x::Name(0xbb9c0b), 228, 5), // DpuStatusInfoOperationalInfo: DynamicData
+        x::TypeEntry::request(x::Name(0xb1531a), 233, 2), // DropConnectionsRequestType
+        x::TypeEntry::enumeration(x::Name(0xb16e0b), 58, 3), // DrsBehavior
+        x::TypeEntry::structure(x::Name(0xb17a10), x::Name(0x70950c), 235, 0), // DrsDisabledEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0xb18b0f), x::Name(0x1d94808), 235, 0), // DrsDisabledOnVm: VimFault
+        x::TypeEntry::structure(x::Name(0xb19b0f), x::Name(0x70950c), 235, 1), // DrsEnabledEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0xb1ab1a), x::Name(0xbfd417), 236, 0), // DrsEnteredStandbyModeEvent: EnteredStandbyModeEvent
+        x::TypeEntry::structure(x::Name(0xb1c61b), x::Name(0xc00918), 236, 0), // DrsEnteringStandbyModeEvent: EnteringStandbyModeEvent
+        x::TypeEntry::structure(x::Name(0xb1e21d), x::Name(0xc3a81a), 236, 0), // DrsExitStandbyModeFailedEvent: ExitStandbyModeFailedEvent
+        x::TypeEntry::structure(x::Name(0xb20019), x::Name(0xc3c316), 236, 0), // DrsExitedStandbyModeEvent: ExitedStandbyModeEvent
+        x::TypeEntry::structure(x::Name(0xb21a1a), x::Name(0xc3da17), 236, 0), // DrsExitingStandbyModeEvent: ExitingStandbyModeEvent
+        x::TypeEntry::enumeration(x::Name(0xb23523), 61, 2), // DrsInjectorWorkloadCorrelationState
+        x::TypeEntry::structure(x::Name(0xb25918), x::Name(0x70950c), 236, 0), // DrsInvocationFailedEvent: ClusterEvent
+        x::TypeEntry::enumeration(x::Name(0xb2721b), 63, 5), // DrsRecommendationReasonCode
+        x::TypeEntry::structure(x::Name(0xb28e1c), x::Name(0x70950c), 236, 0), // DrsRecoveredFromFailureEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0xb2ab1f), x::Name(0xea3c09), 236, 1), // DrsResourceConfigureFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xb2cb1f), x::Name(0xea3c09), 237, 0), // DrsResourceConfigureSyncedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xb2eb16), x::Name(0x212ed07), 237, 0), // DrsRuleComplianceEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0xb30215), x::Name(0x212ed07), 237, 0), // DrsRuleViolationEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0xb31819), x::Name(0x212ed07), 237, 0), // DrsSoftRuleViolationEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0xb33212), x::Name(0x217e30f), 237, 0), // DrsVmMigratedEvent: VmMigratedEvent
+        x::TypeEntry::structure(x::Name(0xb34513), x::Name(0x2196410), 237, 0), // DrsVmPoweredOnEvent: VmPoweredOnEvent
+        x::TypeEntry::structure(x::Name(0xb3591b), x::Name(0x1e7f321), 237, 1), // DrsVmotionIncompatibleFault: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::request(x::Name(0xb37525), 238, 3), // DuplicateCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0xb39b0e), x::Name(0x222d00d), 241, 0), // DuplicateDisks: VsanDiskFault
+        x::TypeEntry::structure(x::Name(0xb3aa18), x::Name(0xea3c09), 241, 2), // DuplicateIpDetectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xb3c30d), x::Name(0x1d94808), 243, 2), // DuplicateName: VimFault
+        x::TypeEntry::structure(x::Name(0xb3d11d), x::Name(0x222f009), 245, 1), // DuplicateVsanNetworkInterface: VsanFault
+        x::TypeEntry::structure(x::Name(0xb3ef0f), x::Name(0x8f4910), 246, 1), // DvpgImportEvent: DVPortgroupEvent
+        x::TypeEntry::structure(x::Name(0xb3ff10), x::Name(0x8f4910), 247, 0), // DvpgRestoreEvent: DVPortgroupEvent
+        x::TypeEntry::structure(x::Name(0xb4101a), x::Name(0xb6fa14), 247, 0), // DvsAcceptNetworkRuleAction: DvsNetworkRuleAction
+        x::TypeEntry::structure(x::Name(0xb42b16), x::Name(0xb4eb08), 247, 1), // DvsApplyOperationFault: DvsFault
+        x::TypeEntry::structure(x::Name(0xb44223), x::Name(0xbb9c0b), 248, 3), // DvsApplyOperationFaultFaultOnObject: DynamicData
+        x::TypeEntry::structure(x::Name(0xb46618), x::Name(0xb6fa14), 251, 0), // DvsCopyNetworkRuleAction: DvsNetworkRuleAction
+        x::TypeEntry::structure(x::Name(0xb47f0f), x::Name(0xb4ba08), 251, 1), // DvsCreatedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb48f11), x::Name(0xb4ba08), 252, 0), // DvsDestroyedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb4a118), x::Name(0xb6fa14), 252, 0), // DvsDropNetworkRuleAction: DvsNetworkRuleAction
+        x::TypeEntry::structure(x::Name(0xb4ba08), x::Name(0xc19905), 252, 0), // DvsEvent: Event
+        x::TypeEntry::structure(x::Name(0xb4c310), x::Name(0xc04213), 252, 1), // DvsEventArgument: EntityEventArgument
+        x::TypeEntry::enumeration(x::Name(0xb4d416), 68, 4), // DvsEventPortBlockState
+        x::TypeEntry::structure(x::Name(0xb4eb08), x::Name(0x1d94808), 253, 0), // DvsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xb4f40f), x::Name(0x127c311), 253, 5), // DvsFilterConfig: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0xb50413), x::Name(0xb4f40f), 258, 1), // DvsFilterConfigSpec: DvsFilterConfig
+        x::TypeEntry::enumeration(x::Name(0xb51812), 72, 2), // DvsFilterOnFailure
+        x::TypeEntry::structure(x::Name(0xb52b12), x::Name(0xbb9c0b), 259, 1), // DvsFilterParameter: DynamicData
+        x::TypeEntry::structure(x::Name(0xb53e0f), x::Name(0x127c311), 260, 1), // DvsFilterPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0xb54e1c), x::Name(0xb6fa14), 261, 1), // DvsGreEncapNetworkRuleAction: DvsNetworkRuleAction
+        x::TypeEntry::structure(x::Name(0xb56b1a), x::Name(0xea3c09), 262, 2), // DvsHealthStatusChangeEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xb58616), x::Name(0xb4ba08), 264, 1), // DvsHostBackInSyncEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb59d24), x::Name(0xbb9c0b), 265, 3), // DvsHostInfrastructureTrafficResource: DynamicData
+        x::TypeEntry::structure(x::Name(0xb5c22e), x::Name(0xbb9c0b), 268, 3), // DvsHostInfrastructureTrafficResourceAllocation: DynamicData
+        x::TypeEntry::structure(x::Name(0xb5f112), x::Name(0xb4ba08), 271, 1), // DvsHostJoinedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb60410), x::Name(0xb4ba08), 272, 1), // DvsHostLeftEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb61514), x::Name(0xb4ba08), 273, 5), // DvsHostStatusUpdated: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb62a12), x::Name(0xbb030e), 278, 0), // DvsHostVNicProfile: DvsVNicProfile
+        x::TypeEntry::structure(x::Name(0xb63d19), x::Name(0xb4ba08), 278, 1), // DvsHostWentOutOfSyncEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb6570e), x::Name(0xb4ba08), 279, 1), // DvsImportEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb66619), x::Name(0xb72b17), 280, 6), // DvsIpNetworkRuleQualifier: DvsNetworkRuleQualifier
+        x::TypeEntry::structure(x::Name(0xb68009), x::Name(0x1491313), 286, 0), // DvsIpPort: NegatableExpression
+        x::TypeEntry::structure(x::Name(0xb68a0e), x::Name(0xb68009), 286, 2), // DvsIpPortRange: DvsIpPort
+        x::TypeEntry::structure(x::Name(0xb69917), x::Name(0xb6fa14), 288, 0), // DvsLogNetworkRuleAction: DvsNetworkRuleAction
+        x::TypeEntry::structure(x::Name(0xb6b11a), x::Name(0xb72b17), 288, 4), // DvsMacNetworkRuleQualifier: DvsNetworkRuleQualifier
+        x::TypeEntry::structure(x::Name(0xb6cc1e), x::Name(0xb6fa14), 292, 1), // DvsMacRewriteNetworkRuleAction: DvsNetworkRuleAction
+        x::TypeEntry::structure(x::Name(0xb6eb0e), x::Name(0xb4ba08), 293, 2), // DvsMergedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb6fa14), x::Name(0xbb9c0b), 295, 0), // DvsNetworkRuleAction: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xb70f1b), 74, 3), // DvsNetworkRuleDirectionType
+        x::TypeEntry::structure(x::Name(0xb72b17), x::Name(0xbb9c0b), 295, 1), // DvsNetworkRuleQualifier: DynamicData
+        x::TypeEntry::structure(x::Name(0xb74310), x::Name(0xb4eb08), 296, 2), // DvsNotAuthorized: DvsFault
+        x::TypeEntry::structure(x::Name(0xb75415), x::Name(0xb4eb08), 298, 1), // DvsOperationBulkFault: DvsFault
+        x::TypeEntry::structure(x::Name(0xb76a20), x::Name(0xbb9c0b), 299, 2), // DvsOperationBulkFaultFaultOnHost: DynamicData
+        x::TypeEntry::structure(x::Name(0xb78b18), x::Name(0xbb9c0b), 301, 2), // DvsOutOfSyncHostArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0xb7a413), x::Name(0xb4ba08), 303, 4), // DvsPortBlockedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb7b815), x::Name(0xb4ba08), 307, 2), // DvsPortConnectedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb7ce13), x::Name(0xb4ba08), 309, 1), // DvsPortCreatedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb7e213), x::Name(0xb4ba08), 310, 1), // DvsPortDeletedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb7f618), x::Name(0xb4ba08), 311, 2), // DvsPortDisconnectedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb80f1b), x::Name(0xb4ba08), 313, 2), // DvsPortEnteredPassthruEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb82b1a), x::Name(0xb4ba08), 315, 2), // DvsPortExitedPassthruEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb84619), x::Name(0xb4ba08), 317, 3), // DvsPortJoinPortgroupEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb8601a), x::Name(0xb4ba08), 320, 3), // DvsPortLeavePortgroupEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb87b14), x::Name(0xb4ba08), 323, 2), // DvsPortLinkDownEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb89012), x::Name(0xb4ba08), 325, 2), // DvsPortLinkUpEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb8a318), x::Name(0xb4ba08), 327, 2), // DvsPortReconfiguredEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb8bc19), x::Name(0xb4ba08), 329, 2), // DvsPortRuntimeChangeEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb8d615), x::Name(0xb4ba08), 331, 3), // DvsPortUnblockedEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0xb8ec25), x::Name(0xb4ba08), 334, 1), // DvsPortVendorSpecificStateChangeEvent: DvsEvent
     ],
     decode,
     fields: &[
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2eccd06), x::Name(0x3344606)), // output: string
-        x::FieldEntry::repeated(x::Name(0x2819b05), x::Name(0xc19905)), // event: Event
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x285210a), x::Name(0xea4611)), // failedHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2b4180c), x::Name(0xea4611)), // isolatedHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
-        x::FieldEntry::required(x::Name(0x2ac090d), x::Name(0x1306f14)), // inventoryDesc: InventoryDescription
-        x::FieldEntry::optional(x::Name(0x2f4750d), x::Name(0x1632520)), // perfStatsDesc: PerformanceStatisticsDescription
-        x::FieldEntry::optional(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
-        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
-        x::FieldEntry::optional(x::Name(0x2e35305), x::Name(0x2a94603)), // numVm: int
-        x::FieldEntry::optional(x::Name(0x2e0d80e), x::Name(0x2a94603)), // numPoweredOnVm: int
-        x::FieldEntry::optional(x::Name(0x29f1c0f), x::Name(0x10709)), // hostProductInfo: AboutInfo
-        x::FieldEntry::optional(x::Name(0x2980f0e), x::Name(0x3344606)), // hardwareVendor: string
-        x::FieldEntry::optional(x::Name(0x2977f0d), x::Name(0x3344606)), // hardwareModel: string
-        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
-        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0xce2c13)), // parent: FolderEventArgument
-        x::FieldEntry::required(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2aaa30f), x::Name(0x965f1a)), // invalidArgument: DatacenterMismatchArgument
-        x::FieldEntry::required(x::Name(0x2833412), x::Name(0x13ff016)), // expectedDatacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a7fc0f), x::Name(0x13ff016)), // inputDatacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::required(x::Name(0x26d8d1b), x::Name(0x2405e07)), // directoryHierarchySupported: boolean
-        x::FieldEntry::required(x::Name(0x3065018), x::Name(0x2405e07)), // rawDiskMappingsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f35a20), x::Name(0x2405e07)), // perFileThinProvisioningSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3329014), x::Name(0x2405e07)), // storageIORMSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d20417), x::Name(0x2405e07)), // nativeSnapshotSupported: boolean
-        x::FieldEntry::optional(x::Name(0x342ed20), x::Name(0x2405e07)), // topLevelDirectoryCreateSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31b3f11), x::Name(0x2405e07)), // seSparseSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3638c13), x::Name(0x2405e07)), // vmfsSparseSupported: boolean
-        x::FieldEntry::optional(x::Name(0x368c013), x::Name(0x2405e07)), // vsanSparseSupported: boolean
-        x::FieldEntry::optional(x::Name(0x34c4c0d), x::Name(0x2405e07)), // upitSupported: boolean
-        x::FieldEntry::optional(x::Name(0x362fb13), x::Name(0x2405e07)), // vmdkExpandSupported: boolean
-        x::FieldEntry::optional(x::Name(0x24b4516), x::Name(0x2405e07)), // clusteredVmdkSupported: boolean
-        x::FieldEntry::required(x::Name(0x2e6f30b), x::Name(0x2be5304)), // oldCapacity: long
-        x::FieldEntry::required(x::Name(0x2d7550b), x::Name(0x2be5304)), // newCapacity: long
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x328a10a), x::Name(0x3344606)), // sourceFile: string
-        x::FieldEntry::required(x::Name(0x33dfe0a), x::Name(0x3344606)), // targetFile: string
-        x::FieldEntry::optional(x::Name(0x3293d11), x::Name(0x3344606)), // sourceOfOperation: string
-        x::FieldEntry::optional(x::Name(0x3357009), x::Name(0x2405e07)), // succeeded: boolean
-        x::FieldEntry::required(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x328a10a), x::Name(0x3344606)), // sourceFile: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
-        x::FieldEntry::required(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
-        x::FieldEntry::optional(x::Name(0x2c5ba16), x::Name(0x2be5304)), // maxVirtualDiskCapacity: long
-        x::FieldEntry::optional(x::Name(0x2c30d11), x::Name(0x2be5304)), // maxMemoryFileSize: long
-        x::FieldEntry::optional(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
-        x::FieldEntry::optional(x::Name(0x253760b), x::Name(0x3344606)), // containerId: string
-        x::FieldEntry::optional(x::Name(0x2318d07), x::Name(0x3344606)), // aliasOf: string
-        x::FieldEntry::repeated(x::Name(0x3385d15), x::Name(0x3344606)), // supportedVDiskFormats: string
-        x::FieldEntry::optional(x::Name(0x2bde411), x::Name(0x2a94603)), // logicalSectorSize: int
-        x::FieldEntry::optional(x::Name(0x2f6d212), x::Name(0x2a94603)), // physicalSectorSize: int
-        x::FieldEntry::required(x::Name(0x2e7290c), x::Name(0x3344606)), // oldMountPath: string
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::required(x::Name(0x34ec304), x::Name(0x2be5304)), // used: long
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x34b5112), x::Name(0x1ee3823)), // unsupportedVolumes: VirtualMachineDatastoreVolumeOption
-        x::FieldEntry::required(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
-        x::FieldEntry::optional(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
-        x::FieldEntry::required(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
-        x::FieldEntry::optional(x::Name(0x2d03512), x::Name(0x2405e07)), // multipleHostAccess: boolean
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x2bf9e0f), x::Name(0x3344606)), // maintenanceMode: string
-        x::FieldEntry::optional(x::Name(0x32bbe0c), x::Name(0x3344606)), // srcContainer: string
-        x::FieldEntry::required(x::Name(0x340100c), x::Name(0x3344606)), // tgtContainer: string
-        x::FieldEntry::repeated(x::Name(0x36ad50b), x::Name(0x134dd08)), // vvolMapping: KeyValue
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
-        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x289f608), x::Name(0x3344606)), // filePath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3348d0b), x::Name(0x3344606)), // subSpecName: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x265400a), x::Name(0x153bb19)), // deleteSpec: NvdimmNamespaceDeleteSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x3546709), x::Name(0xd79515)), // valueName: GuestRegValueNameSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bee710), x::Name(0x3344606)), // lunCanonicalName: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
-        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
-        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
-        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
-        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x23ea90d), x::Name(0x9d3220)), // baseImageSpec: DesiredSoftwareSpecBaseImageSpec
-        x::FieldEntry::optional(x::Name(0x355080f), x::Name(0x9d7422)), // vendorAddOnSpec: DesiredSoftwareSpecVendorAddOnSpec
-        x::FieldEntry::repeated(x::Name(0x24df70a), x::Name(0x9d5320)), // components: DesiredSoftwareSpecComponentSpec
-        x::FieldEntry::repeated(x::Name(0x30dc611), x::Name(0x3344606)), // removedComponents: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x2681612), x::Name(0x3344606)), // destinationCluster: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3562c08), x::Name(0x3344606)), // vffsPath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x1243a02)), // diskId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
-        x::FieldEntry::required(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x3344606)), // backing: string
-        x::FieldEntry::required(x::Name(0x254170a), x::Name(0x3344606)), // controller: string
+        x::FieldEntry::required(x::Name(0x2baa909), x::Name(0x2a94603)), // lineStart: int
+        x::FieldEntry::required(x::Name(0x2ba9607), x::Name(0x2a94603)), // lineEnd: int
+        x::FieldEntry::repeated(x::Name(0x2bab308), x::Name(0x3344606)), // lineText: string
         x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x269810c), x::Name(0xa30d28)), // deviceConfig: DirectPathProfileManagerDirectPathConfig
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0xa15815)), // profile: DirectPathProfileInfo
+        x::FieldEntry::required(x::Name(0x2531f08), x::Name(0x2a94603)), // consumed: int
+        x::FieldEntry::required(x::Name(0x30c6909), x::Name(0x2a94603)), // remaining: int
+        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x2a94603)), // max: int
+        x::FieldEntry::required(x::Name(0x34b9611), x::Name(0x2a94603)), // unusedReservation: int
+        x::FieldEntry::required(x::Name(0x269810c), x::Name(0xa30d28)), // deviceConfig: DirectPathProfileManagerDirectPathConfig
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x304f909), x::Name(0xa21d29)), // querySpec: DirectPathProfileManagerCapacityQuerySpec
+        x::FieldEntry::repeated(x::Name(0x2870009), x::Name(0x13d6214)), // faultList: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xa2c022)), // spec: DirectPathProfileManagerCreateSpec
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x269810c), x::Name(0xa30d28)), // deviceConfig: DirectPathProfileManagerDirectPathConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x277d70a), x::Name(0x2043823)), // dvxBacking: VirtualPCIPassthroughDvxBackingInfo
+        x::FieldEntry::required(x::Name(0x2781118), x::Name(0x2048227)), // dynamicDirectPathBacking: VirtualPCIPassthroughDynamicBackingInfo
+        x::FieldEntry::repeated(x::Name(0x2a35803), x::Name(0x3344606)), // ids: string
+        x::FieldEntry::repeated(x::Name(0x2d14f05), x::Name(0x3344606)), // names: string
+        x::FieldEntry::repeated(x::Name(0x24b5c08), x::Name(0x13ff016)), // clusters: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ae40a), x::Name(0xa39222)), // filterSpec: DirectPathProfileManagerFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0xa43424)), // target: DirectPathProfileManagerTargetEntity
+        x::FieldEntry::repeated(x::Name(0x304f909), x::Name(0xa21d29)), // querySpec: DirectPathProfileManagerCapacityQuerySpec
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xa4a622)), // spec: DirectPathProfileManagerUpdateSpec
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x269de0f), x::Name(0x3344606)), // deviceGroupName: string
+        x::FieldEntry::required(x::Name(0x356710b), x::Name(0x3344606)), // vgpuProfile: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2315c05), x::Name(0x13ff016)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x288780a), x::Name(0x3344606)), // featureKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21c08), x::Name(0x3344606)), // pathName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31f3c0b), x::Name(0x3344606)), // serviceName: string
+        x::FieldEntry::optional(x::Name(0x26f3010), x::Name(0x3344606)), // disallowedChange: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26f4c0e), x::Name(0x1007616)), // disconnectSpec: HostNvmeDisconnectSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26f4c0e), x::Name(0x1007616)), // disconnectSpec: HostNvmeDisconnectSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2880608), x::Name(0xc9c41b)), // fcoeSpec: FcoeConfigFcoeSpecification
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26f680c), x::Name(0x1008d14)), // discoverSpec: HostNvmeDiscoverSpec
+        x::FieldEntry::required(x::Name(0x32e8f05), x::Name(0x2be5304)), // start: long
+        x::FieldEntry::required(x::Name(0x2b90d06), x::Name(0x2be5304)), // length: long
+        x::FieldEntry::required(x::Name(0x32f1e0b), x::Name(0x2be5304)), // startOffset: long
+        x::FieldEntry::required(x::Name(0x2b90d06), x::Name(0x2be5304)), // length: long
+        x::FieldEntry::repeated(x::Name(0x246870b), x::Name(0xa7fc10)), // changedArea: DiskChangeExtent
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0xa81c0e)), // parent: DiskCryptoSpec
+        x::FieldEntry::required(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x2a94603)), // disk: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x8e2d10)), // config: DVPortConfigInfo
+        x::FieldEntry::required(x::Name(0x277c207), x::Name(0x3344606)), // dvsUuid: string
+        x::FieldEntry::optional(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::optional(x::Name(0x3036409), x::Name(0x13ff016)), // proxyHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x251cc09), x::Name(0xafa325)), // connectee: DistributedVirtualSwitchPortConnectee
+        x::FieldEntry::required(x::Name(0x2506d08), x::Name(0x2405e07)), // conflict: boolean
+        x::FieldEntry::optional(x::Name(0x250900f), x::Name(0x3344606)), // conflictPortKey: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x8e700b)), // state: DVPortState
+        x::FieldEntry::optional(x::Name(0x251d610), x::Name(0x2a94603)), // connectionCookie: int
+        x::FieldEntry::required(x::Name(0x2b7a310), x::Name(0x2607608)), // lastStatusChange: dateTime
+        x::FieldEntry::optional(x::Name(0x29d9e0d), x::Name(0x2405e07)), // hostLocalPort: boolean
+        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x31cdd0d), x::Name(0x3344606)), // segmentPortId: string
+        x::FieldEntry::required(x::Name(0x33b5f0a), x::Name(0x3344606)), // switchName: string
+        x::FieldEntry::required(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
+        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::required(x::Name(0x2fac60d), x::Name(0x3344606)), // portgroupType: string
+        x::FieldEntry::required(x::Name(0x34cbf0f), x::Name(0x2405e07)), // uplinkPortgroup: boolean
+        x::FieldEntry::required(x::Name(0x2faa109), x::Name(0x13ff016)), // portgroup: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x23d550b), x::Name(0x3344606)), // backingType: string
+        x::FieldEntry::optional(x::Name(0x2bdf611), x::Name(0x3344606)), // logicalSwitchUuid: string
+        x::FieldEntry::optional(x::Name(0x31cd309), x::Name(0x3344606)), // segmentId: string
+        x::FieldEntry::optional(x::Name(0x3351908), x::Name(0x3344606)), // subnetId: string
+        x::FieldEntry::repeated(x::Name(0x2fad40a), x::Name(0x13ff016)), // portgroups: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3003108), x::Name(0xa9da22)), // problems: DistributedVirtualPortgroupProblem
+        x::FieldEntry::required(x::Name(0x2bdf611), x::Name(0x3344606)), // logicalSwitchUuid: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x318310c), x::Name(0xac652e)), // runtimeState: DistributedVirtualSwitchHostMemberRuntimeState
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xaa9a2c)), // config: DistributedVirtualSwitchHostMemberConfigInfo
+        x::FieldEntry::optional(x::Name(0x300690b), x::Name(0xb06f23)), // productInfo: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::repeated(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::optional(x::Name(0x3319d0c), x::Name(0x3344606)), // statusDetail: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c40f13), x::Name(0x2a94603)), // maxProxySwitchPorts: int
+        x::FieldEntry::repeated(x::Name(0x3557914), x::Name(0xad4127)), // vendorSpecificConfig: DistributedVirtualSwitchKeyedOpaqueBlob
+        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0xaa7029)), // backing: DistributedVirtualSwitchHostMemberBacking
+        x::FieldEntry::optional(x::Name(0x2dd8109), x::Name(0x2405e07)), // nsxSwitch: boolean
+        x::FieldEntry::optional(x::Name(0x27e140a), x::Name(0x2405e07)), // ensEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x27e2713), x::Name(0x2405e07)), // ensInterruptEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x345610e), x::Name(0xac9433)), // transportZones: DistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::FieldEntry::repeated(x::Name(0x2ddd813), x::Name(0x3344606)), // nsxtUsedUplinkNames: string
+        x::FieldEntry::optional(x::Name(0x2d54b18), x::Name(0x2405e07)), // networkOffloadingEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x33fc20b), x::Name(0x2405e07)), // teplessMode: boolean
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0xaa7029)), // backing: DistributedVirtualSwitchHostMemberBacking
+        x::FieldEntry::optional(x::Name(0x2c40f13), x::Name(0x2a94603)), // maxProxySwitchPorts: int
+        x::FieldEntry::repeated(x::Name(0x3557914), x::Name(0xad4127)), // vendorSpecificConfig: DistributedVirtualSwitchKeyedOpaqueBlob
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x3183e0d), x::Name(0x3344606)), // runtimeStatus: string
+        x::FieldEntry::optional(x::Name(0x3318b11), x::Name(0x3344606)), // statusDescription: string
+        x::FieldEntry::required(x::Name(0x34c610a), x::Name(0x3344606)), // uplinkName: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::repeated(x::Name(0x2f83808), x::Name(0xac3a2a)), // pnicSpec: DistributedVirtualSwitchHostMemberPnicSpec
+        x::FieldEntry::required(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::optional(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
+        x::FieldEntry::optional(x::Name(0x34ccf12), x::Name(0x3344606)), // uplinkPortgroupKey: string
+        x::FieldEntry::optional(x::Name(0x251d610), x::Name(0x2a94603)), // connectionCookie: int
+        x::FieldEntry::required(x::Name(0x25a621a), x::Name(0x2a94603)), // currentMaxProxySwitchPorts: int
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x300750d), x::Name(0x3344606)), // productLineId: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x33b5f0a), x::Name(0x3344606)), // switchName: string
+        x::FieldEntry::required(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::required(x::Name(0x2732c18), x::Name(0x13ff016)), // distributedVirtualSwitch: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2e8350a), x::Name(0x3344606)), // opaqueData: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2d83b14), x::Name(0xb06f23)), // newSwitchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::optional(x::Name(0x2732c18), x::Name(0x13ff016)), // distributedVirtualSwitch: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2536c09), x::Name(0x13ff016)), // container: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x29c630d), x::Name(0xadf92c)), // hostContainer: DistributedVirtualSwitchManagerHostContainer
+        x::FieldEntry::required(x::Name(0x2a55309), x::Name(0x2405e07)), // inclusive: boolean
+        x::FieldEntry::required(x::Name(0x2732c18), x::Name(0x13ff016)), // distributedVirtualSwitch: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2732c18), x::Name(0x13ff016)), // distributedVirtualSwitch: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x273101b), x::Name(0x13ff016)), // distributedVirtualPortgroup: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a3b30b), x::Name(0x1251025)), // importFault: ImportOperationBulkFaultFaultOnImport
+        x::FieldEntry::required(x::Name(0x1243a02), x::Name(0x3344606)), // ID: string
+        x::FieldEntry::repeated(x::Name(0x24b5c08), x::Name(0x13ff016)), // clusters: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x3473305), x::Name(0x3344606)), // types: string
+        x::FieldEntry::optional(x::Name(0x2750a0d), x::Name(0x1d16816)), // dpuCapability: VMwareDvsDpuCapability
+        x::FieldEntry::optional(x::Name(0x251960f), x::Name(0x13ff016)), // connectedEntity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d95f06), x::Name(0x3344606)), // nicKey: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x22f4d0b), x::Name(0x3344606)), // addressHint: string
+        x::FieldEntry::required(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::optional(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::optional(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x251d610), x::Name(0x2a94603)), // connectionCookie: int
+        x::FieldEntry::optional(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::optional(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::optional(x::Name(0x34c760a), x::Name(0x2405e07)), // uplinkPort: boolean
+        x::FieldEntry::optional(x::Name(0x2dd6c07), x::Name(0x2405e07)), // nsxPort: boolean
+        x::FieldEntry::optional(x::Name(0x31a2f05), x::Name(0x13ff016)), // scope: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::optional(x::Name(0x2a81606), x::Name(0x2405e07)), // inside: boolean
+        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2eef212), x::Name(0x2be5304)), // packetsInMulticast: long
+        x::FieldEntry::required(x::Name(0x2ef5013), x::Name(0x2be5304)), // packetsOutMulticast: long
+        x::FieldEntry::required(x::Name(0x2423210), x::Name(0x2be5304)), // bytesInMulticast: long
+        x::FieldEntry::required(x::Name(0x2426411), x::Name(0x2be5304)), // bytesOutMulticast: long
+        x::FieldEntry::required(x::Name(0x2ef0510), x::Name(0x2be5304)), // packetsInUnicast: long
+        x::FieldEntry::required(x::Name(0x2ef6411), x::Name(0x2be5304)), // packetsOutUnicast: long
+        x::FieldEntry::required(x::Name(0x242430e), x::Name(0x2be5304)), // bytesInUnicast: long
+        x::FieldEntry::required(x::Name(0x242850f), x::Name(0x2be5304)), // bytesOutUnicast: long
+        x::FieldEntry::required(x::Name(0x2eebb12), x::Name(0x2be5304)), // packetsInBroadcast: long
+        x::FieldEntry::required(x::Name(0x2ef1613), x::Name(0x2be5304)), // packetsOutBroadcast: long
+        x::FieldEntry::required(x::Name(0x2421110), x::Name(0x2be5304)), // bytesInBroadcast: long
+        x::FieldEntry::required(x::Name(0x2425211), x::Name(0x2be5304)), // bytesOutBroadcast: long
+        x::FieldEntry::required(x::Name(0x2eece10), x::Name(0x2be5304)), // packetsInDropped: long
+        x::FieldEntry::required(x::Name(0x2ef2a11), x::Name(0x2be5304)), // packetsOutDropped: long
+        x::FieldEntry::required(x::Name(0x2eedf12), x::Name(0x2be5304)), // packetsInException: long
+        x::FieldEntry::required(x::Name(0x2ef3c13), x::Name(0x2be5304)), // packetsOutException: long
+        x::FieldEntry::optional(x::Name(0x242220f), x::Name(0x2be5304)), // bytesInFromPnic: long
+        x::FieldEntry::optional(x::Name(0x242760e), x::Name(0x2be5304)), // bytesOutToPnic: long
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::optional(x::Name(0x2418405), x::Name(0x3344606)), // build: string
+        x::FieldEntry::optional(x::Name(0x28d650f), x::Name(0x3344606)), // forwardingClass: string
+        x::FieldEntry::optional(x::Name(0x241a808), x::Name(0x3344606)), // bundleId: string
+        x::FieldEntry::optional(x::Name(0x241b109), x::Name(0x3344606)), // bundleUrl: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2752a05), x::Name(0x3344606)), // dpuId: string
+        x::FieldEntry::optional(x::Name(0x28ed403), x::Name(0xedaa07)), // fru: HostFru
+        x::FieldEntry::repeated(x::Name(0x31dc807), x::Name(0xb1361c)), // sensors: DpuStatusInfoOperationalInfo
+        x::FieldEntry::required(x::Name(0x31da708), x::Name(0x3344606)), // sensorId: string
+        x::FieldEntry::optional(x::Name(0x29a370b), x::Name(0xbdad12)), // healthState: ElementDescription
+        x::FieldEntry::required(x::Name(0x306f707), x::Name(0x3344606)), // reading: string
+        x::FieldEntry::optional(x::Name(0x3487605), x::Name(0x3344606)), // units: string
+        x::FieldEntry::optional(x::Name(0x340db09), x::Name(0x2607608)), // timeStamp: dateTime
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bb7a11), x::Name(0x1ed6918)), // listOfConnections: VirtualMachineConnection
+        x::FieldEntry::required(x::Name(0x23f2208), x::Name(0x3344606)), // behavior: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x276800b), x::Name(0x3344606)), // duplicateIP: string
+        x::FieldEntry::required(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2e5cd06), x::Name(0x13ff016)), // object: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x2a3ee0a), x::Name(0x3344606)), // importType: string
+        x::FieldEntry::repeated(x::Name(0x2e5ec0b), x::Name(0xb44223)), // objectFault: DvsApplyOperationFaultFaultOnObject
+        x::FieldEntry::required(x::Name(0x2e5f808), x::Name(0x3344606)), // objectId: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0xce2c13)), // parent: FolderEventArgument
+        x::FieldEntry::required(x::Name(0x2774e03), x::Name(0x13ff016)), // dvs: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x230ca09), x::Name(0x3344606)), // agentName: string
+        x::FieldEntry::optional(x::Name(0x3242f0a), x::Name(0x3344606)), // slotNumber: string
+        x::FieldEntry::optional(x::Name(0x2efe00a), x::Name(0xb52b12)), // parameters: DvsFilterParameter
+        x::FieldEntry::optional(x::Name(0x2e7a309), x::Name(0x3344606)), // onFailure: string
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x2efe00a), x::Name(0x3344606)), // parameters: string
+        x::FieldEntry::repeated(x::Name(0x28a8b0c), x::Name(0xb4f40f)), // filterConfig: DvsFilterConfig
+        x::FieldEntry::required(x::Name(0x27b6d0f), x::Name(0x1a7ab08)), // encapsulationIp: SingleIp
+        x::FieldEntry::required(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::optional(x::Name(0x29a2a0c), x::Name(0xf9ea1b)), // healthResult: HostMemberHealthCheckResult
+        x::FieldEntry::required(x::Name(0x29b8f0e), x::Name(0xea4611)), // hostBackInSync: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2322c0e), x::Name(0xb5c22e)), // allocationInfo: DvsHostInfrastructureTrafficResourceAllocation
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
+        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
+        x::FieldEntry::required(x::Name(0x29d4e0a), x::Name(0xea4611)), // hostJoined: HostEventArgument
+        x::FieldEntry::required(x::Name(0x29d6908), x::Name(0xea4611)), // hostLeft: HostEventArgument
+        x::FieldEntry::required(x::Name(0x29dd90a), x::Name(0xea4611)), // hostMember: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x2e77509), x::Name(0x3344606)), // oldStatus: string
+        x::FieldEntry::optional(x::Name(0x2d82109), x::Name(0x3344606)), // newStatus: string
+        x::FieldEntry::optional(x::Name(0x2e77f0f), x::Name(0x3344606)), // oldStatusDetail: string
+        x::FieldEntry::optional(x::Name(0x2d82b0f), x::Name(0x3344606)), // newStatusDetail: string
+        x::FieldEntry::required(x::Name(0x29ea60d), x::Name(0xb78b18)), // hostOutOfSync: DvsOutOfSyncHostArgument
+        x::FieldEntry::required(x::Name(0x2a3ee0a), x::Name(0x3344606)), // importType: string
+        x::FieldEntry::optional(x::Name(0x328200d), x::Name(0x1311209)), // sourceAddress: IpAddress
+        x::FieldEntry::optional(x::Name(0x2680312), x::Name(0x1311209)), // destinationAddress: IpAddress
+        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x12ba60d)), // protocol: IntExpression
+        x::FieldEntry::optional(x::Name(0x328c00c), x::Name(0xb68009)), // sourceIpPort: DvsIpPort
+        x::FieldEntry::optional(x::Name(0x2687811), x::Name(0xb68009)), // destinationIpPort: DvsIpPort
+        x::FieldEntry::optional(x::Name(0x33f0108), x::Name(0x12ba60d)), // tcpFlags: IntExpression
+        x::FieldEntry::required(x::Name(0x32f350f), x::Name(0x2a94603)), // startPortNumber: int
+        x::FieldEntry::required(x::Name(0x27d520d), x::Name(0x2a94603)), // endPortNumber: int
+        x::FieldEntry::optional(x::Name(0x328200d), x::Name(0x13f070a)), // sourceAddress: MacAddress
+        x::FieldEntry::optional(x::Name(0x2680312), x::Name(0x13f070a)), // destinationAddress: MacAddress
+        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x12ba60d)), // protocol: IntExpression
+        x::FieldEntry::optional(x::Name(0x35ad506), x::Name(0x12ba60d)), // vlanId: IntExpression
+        x::FieldEntry::required(x::Name(0x3154c0a), x::Name(0x3344606)), // rewriteMac: string
+        x::FieldEntry::required(x::Name(0x3289709), x::Name(0xb4c310)), // sourceDvs: DvsEventArgument
+        x::FieldEntry::required(x::Name(0x268690e), x::Name(0xb4c310)), // destinationDvs: DvsEventArgument
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x31fb913), x::Name(0x3344606)), // sessionExtensionKey: string
+        x::FieldEntry::optional(x::Name(0x277520f), x::Name(0x3344606)), // dvsExtensionKey: string
+        x::FieldEntry::repeated(x::Name(0x29ccb09), x::Name(0xb76a20)), // hostFault: DvsOperationBulkFaultFaultOnHost
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2ec850d), x::Name(0xea4611)), // outOfSyncHost: HostEventArgument
+        x::FieldEntry::repeated(x::Name(0x24f290f), x::Name(0x3344606)), // configParamters: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x3319d0c), x::Name(0x3344606)), // statusDetail: string
+        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
+        x::FieldEntry::optional(x::Name(0x2fe270e), x::Name(0x3344606)), // prevBlockState: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x251cc09), x::Name(0xafa325)), // connectee: DistributedVirtualSwitchPortConnectee
+        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x251cc09), x::Name(0xafa325)), // connectee: DistributedVirtualSwitchPortConnectee
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
+        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::repeated(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
+        x::FieldEntry::optional(x::Name(0x2fe270e), x::Name(0x3344606)), // prevBlockState: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
     ],
     values: &[
-        x::Name(0xfe3c1b), // HostNetworkMisconfiguration
-        x::Name(0xfaaf14), // HostMisconfiguration
-        x::Name(0x12ac516), // InsufficientPrivileges
-        x::Name(0x14f4b17), // NoPrimaryAgentAvailable
-        x::Name(0x1568105), // Other
-        x::Name(0x14dc716), // NoDatastoresConfigured
-        x::Name(0x7e3316), // CreateConfigVvolFailed
-        x::Name(0x1d39616), // VSanNotSupportedOnHost
-        x::Name(0x955f1a), // DasNetworkMisconfiguration
-        x::Name(0x1a48d19), // SetDesiredImageSpecFailed
-        x::Name(0xa311a), // ApplyHAVibsOnClusterFailed
-        x::Name(0x26e4608), // disabled
-        x::Name(0x2be9703), // low
-        x::Name(0x2c6ba06), // medium
-        x::Name(0x29b0a04), // high
-        x::Name(0x1b89d04), // True
-        x::Name(0xc79905), // False
-        x::Name(0x2d2410a), // native_512
-        x::Name(0x27a060c), // emulated_512
-        x::Name(0x2d23709), // native_4k
-        x::Name(0x2db2606), // normal
-        x::Name(0x27ed013), // enteringMaintenance
-        x::Name(0x2a4340d), // inMaintenance
-        x::Name(0x335c206), // sunday
-        x::Name(0x2cdc506), // monday
-        x::Name(0x3465907), // tuesday
-        x::Name(0x36c1109), // wednesday
-        x::Name(0x3407708), // thursday
-        x::Name(0x28eb206), // friday
-        x::Name(0x3190208), // saturday
+        x::Name(0x26d040e), // directAttached
+        x::Name(0x2d4340f), // networkAttached
+        x::Name(0x3230d0a), // singleHost
+        x::Name(0x2cf5e09), // multiHost
+        x::Name(0x2a1090d), // hotExtendDisk
+        x::Name(0x32e1808), // standard
+        x::Name(0x2dd4603), // nsx
+        x::Name(0x2776d07), // dvsName
+        x::Name(0x2fab80d), // portgroupName
+        x::Name(0x2f9a209), // portIndex
+        x::Name(0x278cd0c), // earlyBinding
+        x::Name(0x2b7ed0b), // lateBinding
+        x::Name(0x27ff509), // ephemeral
+        x::Name(0x2c0450a), // management
+        x::Name(0x287210e), // faultTolerance
+        x::Name(0x364c307), // vmotion
+        x::Name(0x3589f0e), // virtualMachine
+        x::Name(0x2a24f05), // iSCSI
+        x::Name(0x2d88103), // nfs
+        x::Name(0x2990b03), // hbr
+        x::Name(0x3678b04), // vsan
+        x::Name(0x354fd03), // vdp
+        x::Name(0x23d7709), // backupNfc
+        x::Name(0x2e5b807), // nvmetcp
+        x::Name(0x302fb0c), // provisioning
+        x::Name(0x3530609), // vSANiSCSI
+        x::Name(0x34ba802), // up
+        x::Name(0x2f30b07), // pending
+        x::Name(0x2ec7b09), // outOfSync
+        x::Name(0x36bbb07), // warning
+        x::Name(0x26f5b0c), // disconnected
+        x::Name(0x2748804), // down
+        x::Name(0x19be509), // SUCCEEDED
+        x::Name(0x124510b), // IN_PROGRESS
+        x::Name(0xc73406), // FAILED
+        x::Name(0x22dba06), // active
+        x::Name(0x32e3107), // standby
+        x::Name(0x35ac704), // vlan
+        x::Name(0x2ed6a07), // overlay
+        x::Name(0x3560008), // version2
+        x::Name(0x3560908), // version3
+        x::Name(0x2bc160e), // loadbalance_ip
+        x::Name(0x2bc4d12), // loadbalance_srcmac
+        x::Name(0x2bc3b11), // loadbalance_srcid
+        x::Name(0x2862611), // failover_explicit
+        x::Name(0x2bc2515), // loadbalance_loadbased
+        x::Name(0x2f7de04), // pnic
+        x::Name(0x3624806), // vmVnic
+        x::Name(0x29c530f), // hostConsoleVnic
+        x::Name(0x2a0420b), // hostVmkVnic
+        x::Name(0x33c1c0d), // systemCrxVnic
+        x::Name(0x2fcca0a), // preInstall
+        x::Name(0x34c1107), // upgrade
+        x::Name(0x2dc2e16), // notifyAvailableUpgrade
+        x::Name(0x3003a12), // proceedWithUpgrade
+        x::Name(0x34bab10), // updateBundleInfo
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x23b6709), // automated
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x2f0de12), // partiallyAutomated
+        x::Name(0x2909f0e), // fullyAutomated
+        x::Name(0x7ce40a), // Correlated
+        x::Name(0x1b9ac0c), // Uncorrelated
+        x::Name(0x286910e), // fairnessCpuAvg
+        x::Name(0x286a00e), // fairnessMemAvg
+        x::Name(0x2b4b10a), // jointAffin
+        x::Name(0x2342d09), // antiAffin
+        x::Name(0x29dac09), // hostMaint
+        x::Name(0x34ab005), // unset
+        x::Name(0x2402607), // blocked
+        x::Name(0x3479109), // unblocked
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2851108), // failOpen
+        x::Name(0x284fb0a), // failClosed
+        x::Name(0x2a56d0f), // incomingPackets
+        x::Name(0x2ecbd0f), // outgoingPackets
+        x::Name(0x2414a04), // both
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "admin")] 0 => return Some(x::decode_struct_object::<DiagnosticManagerLogHeader>(r)),
+        #[cfg(feature = "all-faults")] 3 => return Some(x::decode_struct_object::<DigestNotSupported>(r)),
+        4 => return Some(x::decode_struct_object::<DirectPathProfileInfo>(r)),
+        5 => return Some(x::decode_struct_object::<DirectPathProfileManagerCapacityInfo>(r)),
+        6 => return Some(x::decode_struct_object::<DirectPathProfileManagerCapacityQueryByDeviceConfig>(r)),
+        7 => return Some(x::decode_struct_object::<DirectPathProfileManagerCapacityQueryById>(r)),
+        8 => return Some(x::decode_struct_object::<DirectPathProfileManagerCapacityQueryByName>(r)),
+        9 => return Some(x::decode_struct_object::<DirectPathProfileManagerCapacityQuerySpec>(r)),
+        10 => return Some(x::decode_struct_object::<DirectPathProfileManagerCapacityResult>(r)),
+        11 => return Some(x::decode_struct_object::<DirectPathProfileManagerCapacityUnknown>(r)),
+        13 => return Some(x::decode_struct_object::<DirectPathProfileManagerCreateSpec>(r)),
+        15 => return Some(x::decode_struct_object::<DirectPathProfileManagerDirectPathConfig>(r)),
+        16 => return Some(x::decode_struct_object::<DirectPathProfileManagerDvxDirectPathConfig>(r)),
+        17 => return Some(x::decode_struct_object::<DirectPathProfileManagerDynamicDirectPathConfig>(r)),
+        18 => return Some(x::decode_struct_object::<DirectPathProfileManagerFilterSpec>(r)),
+        21 => return Some(x::decode_struct_object::<DirectPathProfileManagerTargetCluster>(r)),
+        22 => return Some(x::decode_struct_object::<DirectPathProfileManagerTargetEntity>(r)),
+        23 => return Some(x::decode_struct_object::<DirectPathProfileManagerTargetHost>(r)),
+        25 => return Some(x::decode_struct_object::<DirectPathProfileManagerUpdateSpec>(r)),
+        26 => return Some(x::decode_struct_object::<DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig>(r)),
+        27 => return Some(x::decode_struct_object::<DirectPathProfileManagerVmiopDirectPathConfig>(r)),
+        #[cfg(feature = "all-faults")] 28 => return Some(x::decode_struct_object::<DirectoryNotEmpty>(r)),
+        #[cfg(feature = "all-faults")] 29 => return Some(x::decode_struct_object::<DisableAdminNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 40 => return Some(x::decode_struct_object::<DisallowedChangeByService>(r)),
+        #[cfg(feature = "all-faults")] 42 => return Some(x::decode_struct_object::<DisallowedDiskModeChange>(r)),
+        #[cfg(feature = "all-faults")] 43 => return Some(x::decode_struct_object::<DisallowedMigrationDeviceAttached>(r)),
+        #[cfg(feature = "all-faults")] 44 => return Some(x::decode_struct_object::<DisallowedOperationOnFailoverHost>(r)),
+        #[cfg(feature = "all-faults")] 48 => return Some(x::decode_struct_object::<DisconnectedHostsBlockingEVC>(r)),
+        51 => return Some(x::decode_struct_object::<DiskChangeExtent>(r)),
+        52 => return Some(x::decode_struct_object::<DiskChangeInfo>(r)),
+        53 => return Some(x::decode_struct_object::<DiskCryptoSpec>(r)),
+        #[cfg(feature = "all-faults")] 54 => return Some(x::decode_struct_object::<DiskHasPartitions>(r)),
+        #[cfg(feature = "all-faults")] 55 => return Some(x::decode_struct_object::<DiskIsLastRemainingNonSSD>(r)),
+        #[cfg(feature = "all-faults")] 56 => return Some(x::decode_struct_object::<DiskIsNonLocal>(r)),
+        #[cfg(feature = "all-faults")] 57 => return Some(x::decode_struct_object::<DiskIsUSB>(r)),
+        #[cfg(feature = "all-faults")] 58 => return Some(x::decode_struct_object::<DiskMoveTypeNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 59 => return Some(x::decode_struct_object::<DiskNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 60 => return Some(x::decode_struct_object::<DiskTooSmall>(r)),
+        62 => return Some(x::decode_struct_object::<DistributedVirtualPort>(r)),
+        64 => return Some(x::decode_struct_object::<DistributedVirtualPortgroupInfo>(r)),
+        66 => return Some(x::decode_struct_object::<DistributedVirtualPortgroupNsxPortgroupOperationResult>(r)),
+        68 => return Some(x::decode_struct_object::<DistributedVirtualPortgroupProblem>(r)),
+        #[cfg(feature = "admin")] 70 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMember>(r)),
+        71 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberBacking>(r)),
+        #[cfg(feature = "admin")] 72 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberConfigInfo>(r)),
+        73 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberConfigSpec>(r)),
+        #[cfg(feature = "admin")] 75 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberHostPerfNicOffloadState>(r)),
+        #[cfg(feature = "admin")] 77 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberHostUplinkState>(r)),
+        79 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberPnicBacking>(r)),
+        80 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberPnicSpec>(r)),
+        #[cfg(feature = "admin")] 81 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberRuntimeState>(r)),
+        #[cfg(feature = "admin")] 82 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostMemberTransportZoneInfo>(r)),
+        84 => return Some(x::decode_struct_object::<DistributedVirtualSwitchHostProductSpec>(r)),
+        85 => return Some(x::decode_struct_object::<DistributedVirtualSwitchInfo>(r)),
+        86 => return Some(x::decode_struct_object::<DistributedVirtualSwitchKeyedOpaqueBlob>(r)),
+        87 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerCompatibilityResult>(r)),
+        88 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerDvsProductSpec>(r)),
+        89 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerHostArrayFilter>(r)),
+        90 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerHostContainer>(r)),
+        91 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerHostContainerFilter>(r)),
+        92 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerHostDvsFilterSpec>(r)),
+        93 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerHostDvsMembershipFilter>(r)),
+        94 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerImportResult>(r)),
+        95 => return Some(x::decode_struct_object::<DistributedVirtualSwitchManagerSpanInfo>(r)),
+        96 => return Some(x::decode_struct_object::<DistributedVirtualSwitchNetworkOffloadSpec>(r)),
+        99 => return Some(x::decode_struct_object::<DistributedVirtualSwitchPortConnectee>(r)),
+        101 => return Some(x::decode_struct_object::<DistributedVirtualSwitchPortConnection>(r)),
+        102 => return Some(x::decode_struct_object::<DistributedVirtualSwitchPortCriteria>(r)),
+        103 => return Some(x::decode_struct_object::<DistributedVirtualSwitchPortStatistics>(r)),
+        104 => return Some(x::decode_struct_object::<DistributedVirtualSwitchProductSpec>(r)),
+        #[cfg(feature = "all-faults")] 107 => return Some(x::decode_struct_object::<DomainNotFound>(r)),
+        110 => return Some(x::decode_struct_object::<DpuStatusInfo>(r)),
+        111 => return Some(x::decode_struct_object::<DpuStatusInfoOperationalInfo>(r)),
+        #[cfg(feature = "all-events")] 114 => return Some(x::decode_struct_object::<DrsDisabledEvent>(r)),
+        #[cfg(feature = "all-faults")] 115 => return Some(x::decode_struct_object::<DrsDisabledOnVm>(r)),
+        #[cfg(feature = "all-events")] 116 => return Some(x::decode_struct_object::<DrsEnabledEvent>(r)),
+        #[cfg(feature = "all-events")] 117 => return Some(x::decode_struct_object::<DrsEnteredStandbyModeEvent>(r)),
+        #[cfg(feature = "all-events")] 118 => return Some(x::decode_struct_object::<DrsEnteringStandbyModeEvent>(r)),
+        #[cfg(feature = "all-events")] 119 => return Some(x::decode_struct_object::<DrsExitStandbyModeFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 120 => return Some(x::decode_struct_object::<DrsExitedStandbyModeEvent>(r)),
+        #[cfg(feature = "all-events")] 121 => return Some(x::decode_struct_object::<DrsExitingStandbyModeEvent>(r)),
+        #[cfg(feature = "all-events")] 123 => return Some(x::decode_struct_object::<DrsInvocationFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 125 => return Some(x::decode_struct_object::<DrsRecoveredFromFailureEvent>(r)),
+        #[cfg(feature = "all-events")] 126 => return Some(x::decode_struct_object::<DrsResourceConfigureFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 127 => return Some(x::decode_struct_object::<DrsResourceConfigureSyncedEvent>(r)),
+        #[cfg(feature = "all-events")] 128 => return Some(x::decode_struct_object::<DrsRuleComplianceEvent>(r)),
+        #[cfg(feature = "all-events")] 129 => return Some(x::decode_struct_object::<DrsRuleViolationEvent>(r)),
+        #[cfg(feature = "all-events")] 130 => return Some(x::decode_struct_object::<DrsSoftRuleViolationEvent>(r)),
+        #[cfg(feature = "all-events")] 131 => return Some(x::decode_struct_object::<DrsVmMigratedEvent>(r)),
+        #[cfg(feature = "all-events")] 132 => return Some(x::decode_struct_object::<DrsVmPoweredOnEvent>(r)),
+        #[cfg(feature = "all-faults")] 133 => return Some(x::decode_struct_object::<DrsVmotionIncompatibleFault>(r)),
+        #[cfg(feature = "all-faults")] 135 => return Some(x::decode_struct_object::<DuplicateDisks>(r)),
+        #[cfg(feature = "all-events")] 136 => return Some(x::decode_struct_object::<DuplicateIpDetectedEvent>(r)),
+        137 => return Some(x::decode_struct_object::<DuplicateName>(r)),
+        #[cfg(feature = "all-faults")] 138 => return Some(x::decode_struct_object::<DuplicateVsanNetworkInterface>(r)),
+        #[cfg(feature = "all-events")] 139 => return Some(x::decode_struct_object::<DvpgImportEvent>(r)),
+        #[cfg(feature = "all-events")] 140 => return Some(x::decode_struct_object::<DvpgRestoreEvent>(r)),
+        141 => return Some(x::decode_struct_object::<DvsAcceptNetworkRuleAction>(r)),
+        #[cfg(feature = "all-faults")] 142 => return Some(x::decode_struct_object::<DvsApplyOperationFault>(r)),
+        #[cfg(feature = "all-faults")] 143 => return Some(x::decode_struct_object::<DvsApplyOperationFaultFaultOnObject>(r)),
+        144 => return Some(x::decode_struct_object::<DvsCopyNetworkRuleAction>(r)),
+        #[cfg(feature = "all-events")] 145 => return Some(x::decode_struct_object::<DvsCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 146 => return Some(x::decode_struct_object::<DvsDestroyedEvent>(r)),
+        147 => return Some(x::decode_struct_object::<DvsDropNetworkRuleAction>(r)),
+        #[cfg(feature = "all-events")] 148 => return Some(x::decode_struct_object::<DvsEvent>(r)),
+        149 => return Some(x::decode_struct_object::<DvsEventArgument>(r)),
+        #[cfg(feature = "all-faults")] 151 => return Some(x::decode_struct_object::<DvsFault>(r)),
+        152 => return Some(x::decode_struct_object::<DvsFilterConfig>(r)),
+        153 => return Some(x::decode_struct_object::<DvsFilterConfigSpec>(r)),
+        155 => return Some(x::decode_struct_object::<DvsFilterParameter>(r)),
+        156 => return Some(x::decode_struct_object::<DvsFilterPolicy>(r)),
+        157 => return Some(x::decode_struct_object::<DvsGreEncapNetworkRuleAction>(r)),
+        #[cfg(feature = "all-events")] 158 => return Some(x::decode_struct_object::<DvsHealthStatusChangeEvent>(r)),
+        #[cfg(feature = "all-events")] 159 => return Some(x::decode_struct_object::<DvsHostBackInSyncEvent>(r)),
+        160 => return Some(x::decode_struct_object::<DvsHostInfrastructureTrafficResource>(r)),
+        161 => return Some(x::decode_struct_object::<DvsHostInfrastructureTrafficResourceAllocation>(r)),
+        #[cfg(feature = "all-events")] 162 => return Some(x::decode_struct_object::<DvsHostJoinedEvent>(r)),
+        #[cfg(feature = "all-events")] 163 => return Some(x::decode_struct_object::<DvsHostLeftEvent>(r)),
+        #[cfg(feature = "all-events")] 164 => return Some(x::decode_struct_object::<DvsHostStatusUpdated>(r)),
+        165 => return Some(x::decode_struct_object::<DvsHostVNicProfile>(r)),
+        #[cfg(feature = "all-events")] 166 => return Some(x::decode_struct_object::<DvsHostWentOutOfSyncEvent>(r)),
+        #[cfg(feature = "all-events")] 167 => return Some(x::decode_struct_object::<DvsImportEvent>(r)),
+        168 => return Some(x::decode_struct_object::<DvsIpNetworkRuleQualifier>(r)),
+        169 => return Some(x::decode_struct_object::<DvsIpPort>(r)),
+        170 => return Some(x::decode_struct_object::<DvsIpPortRange>(r)),
+        171 => return Some(x::decode_struct_object::<DvsLogNetworkRuleAction>(r)),
+        172 => return Some(x::decode_struct_object::<DvsMacNetworkRuleQualifier>(r)),
+        173 => return Some(x::decode_struct_object::<DvsMacRewriteNetworkRuleAction>(r)),
+        #[cfg(feature = "all-events")] 174 => return Some(x::decode_struct_object::<DvsMergedEvent>(r)),
+        175 => return Some(x::decode_struct_object::<DvsNetworkRuleAction>(r)),
+        177 => return Some(x::decode_struct_object::<DvsNetworkRuleQualifier>(r)),
+        #[cfg(feature = "all-faults")] 178 => return Some(x::decode_struct_object::<DvsNotAuthorized>(r)),
+        #[cfg(feature = "all-faults")] 179 => return Some(x::decode_struct_object::<DvsOperationBulkFault>(r)),
+        #[cfg(feature = "all-faults")] 180 => return Some(x::decode_struct_object::<DvsOperationBulkFaultFaultOnHost>(r)),
+        #[cfg(feature = "all-events")] 181 => return Some(x::decode_struct_object::<DvsOutOfSyncHostArgument>(r)),
+        #[cfg(feature = "all-events")] 182 => return Some(x::decode_struct_object::<DvsPortBlockedEvent>(r)),
+        #[cfg(feature = "all-events")] 183 => return Some(x::decode_struct_object::<DvsPortConnectedEvent>(r)),
+        #[cfg(feature = "all-events")] 184 => return Some(x::decode_struct_object::<DvsPortCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 185 => return Some(x::decode_struct_object::<DvsPortDeletedEvent>(r)),
+        #[cfg(feature = "all-events")] 186 => return Some(x::decode_struct_object::<DvsPortDisconnectedEvent>(r)),
+        #[cfg(feature = "all-events")] 187 => return Some(x::decode_struct_object::<DvsPortEnteredPassthruEvent>(r)),
+        #[cfg(feature = "all-events")] 188 => return Some(x::decode_struct_object::<DvsPortExitedPassthruEvent>(r)),
+        #[cfg(feature = "all-events")] 189 => return Some(x::decode_struct_object::<DvsPortJoinPortgroupEvent>(r)),
+        #[cfg(feature = "all-events")] 190 => return Some(x::decode_struct_object::<DvsPortLeavePortgroupEvent>(r)),
+        #[cfg(feature = "all-events")] 191 => return Some(x::decode_struct_object::<DvsPortLinkDownEvent>(r)),
+        #[cfg(feature = "all-events")] 192 => return Some(x::decode_struct_object::<DvsPortLinkUpEvent>(r)),
+        #[cfg(feature = "all-events")] 193 => return Some(x::decode_struct_object::<DvsPortReconfiguredEvent>(r)),
+        #[cfg(feature = "all-events")] 194 => return Some(x::decode_struct_object::<DvsPortRuntimeChangeEvent>(r)),
+        #[cfg(feature = "all-events")] 195 => return Some(x::decode_struct_object::<DvsPortUnblockedEvent>(r)),
+        #[cfg(feature = "all-events")] 196 => return Some(x::decode_struct_object::<DvsPortVendorSpecificStateChangeEvent>(r)),
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticPartitionStorageType(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticPartitionType(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedChangeByServiceDisallowedChange(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualPortgroupBackingType(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualPortgroupMetaTagName(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualPortgroupPortgroupType(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostComponentState(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberTransportZoneType(v), Err(e) => return Some(Err(e)) },
+        97 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchNetworkResourceControlVersion(v), Err(e) => return Some(Err(e)) },
+        98 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchNicTeamingPolicyMode(v), Err(e) => return Some(Err(e)) },
+        100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v), Err(e) => return Some(Err(e)) },
+        105 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchProductSpecOperationType(v), Err(e) => return Some(Err(e)) },
+        109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DpmBehavior(v), Err(e) => return Some(Err(e)) },
+        113 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsBehavior(v), Err(e) => return Some(Err(e)) },
+        122 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsInjectorWorkloadCorrelationState(v), Err(e) => return Some(Err(e)) },
+        124 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsRecommendationReasonCode(v), Err(e) => return Some(Err(e)) },
+        150 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsEventPortBlockState(v), Err(e) => return Some(Err(e)) },
+        154 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsFilterOnFailure(v), Err(e) => return Some(Err(e)) },
+        176 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsNetworkRuleDirectionType(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "all-faults")] DasConfigFault(Box<DasConfigFault>),
-    DasConfigFaultDasConfigFaultReason(Box<DasConfigFaultDasConfigFaultReason>),
-    #[cfg(feature = "all-events")] DasDisabledEvent(Box<DasDisabledEvent>),
-    #[cfg(feature = "all-events")] DasEnabledEvent(Box<DasEnabledEvent>),
-    #[cfg(feature = "admin")] DasHeartbeatDatastoreInfo(Box<DasHeartbeatDatastoreInfo>),
-    #[cfg(feature = "all-events")] DasHostFailedEvent(Box<DasHostFailedEvent>),
-    #[cfg(feature = "all-events")] DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
-    DasVmPriority(Box<DasVmPriority>),
-    #[cfg(feature = "all-faults")] DatabaseError(Box<DatabaseError>),
-    #[cfg(feature = "admin")] DatabaseSizeEstimate(Box<DatabaseSizeEstimate>),
-    #[cfg(feature = "admin")] DatabaseSizeParam(Box<DatabaseSizeParam>),
-    DatacenterBasicConnectInfo(Box<DatacenterBasicConnectInfo>),
-    DatacenterConfigInfo(Box<DatacenterConfigInfo>),
-    DatacenterConfigSpec(Box<DatacenterConfigSpec>),
-    #[cfg(feature = "all-events")] DatacenterCreatedEvent(Box<DatacenterCreatedEvent>),
-    #[cfg(feature = "all-events")] DatacenterEvent(Box<DatacenterEvent>),
-    DatacenterEventArgument(Box<DatacenterEventArgument>),
-    #[cfg(feature = "all-faults")] DatacenterMismatch(Box<DatacenterMismatch>),
-    #[cfg(feature = "all-faults")] DatacenterMismatchArgument(Box<DatacenterMismatchArgument>),
-    #[cfg(feature = "all-events")] DatacenterRenamedEvent(Box<DatacenterRenamedEvent>),
-    DatastoreAccessible(Box<DatastoreAccessible>),
-    DatastoreCapability(Box<DatastoreCapability>),
-    #[cfg(feature = "all-events")] DatastoreCapacityIncreasedEvent(Box<DatastoreCapacityIncreasedEvent>),
-    #[cfg(feature = "all-events")] DatastoreDestroyedEvent(Box<DatastoreDestroyedEvent>),
-    #[cfg(feature = "all-events")] DatastoreDiscoveredEvent(Box<DatastoreDiscoveredEvent>),
-    #[cfg(feature = "all-events")] DatastoreDuplicatedEvent(Box<DatastoreDuplicatedEvent>),
-    #[cfg(feature = "all-events")] DatastoreEvent(Box<DatastoreEvent>),
-    DatastoreEventArgument(Box<DatastoreEventArgument>),
-    #[cfg(feature = "all-events")] DatastoreFileCopiedEvent(Box<DatastoreFileCopiedEvent>),
-    #[cfg(feature = "all-events")] DatastoreFileDeletedEvent(Box<DatastoreFileDeletedEvent>),
-    #[cfg(feature = "all-events")] DatastoreFileEvent(Box<DatastoreFileEvent>),
-    #[cfg(feature = "all-events")] DatastoreFileMovedEvent(Box<DatastoreFileMovedEvent>),
-    DatastoreHostMount(Box<DatastoreHostMount>),
-    #[cfg(feature = "all-events")] DatastoreIORMReconfiguredEvent(Box<DatastoreIORMReconfiguredEvent>),
-    DatastoreInfo(Box<DatastoreInfo>),
-    DatastoreMountPathDatastorePair(Box<DatastoreMountPathDatastorePair>),
-    DatastoreNamespaceManagerDirectoryInfo(Box<DatastoreNamespaceManagerDirectoryInfo>),
-    #[cfg(feature = "all-faults")] DatastoreNotWritableOnHost(Box<DatastoreNotWritableOnHost>),
-    DatastoreOption(Box<DatastoreOption>),
-    #[cfg(feature = "all-events")] DatastorePrincipalConfigured(Box<DatastorePrincipalConfigured>),
-    #[cfg(feature = "all-events")] DatastoreRemovedOnHostEvent(Box<DatastoreRemovedOnHostEvent>),
-    #[cfg(feature = "all-events")] DatastoreRenamedEvent(Box<DatastoreRenamedEvent>),
-    #[cfg(feature = "all-events")] DatastoreRenamedOnHostEvent(Box<DatastoreRenamedOnHostEvent>),
-    DatastoreSectorFormat(Box<DatastoreSectorFormat>),
-    DatastoreSummary(Box<DatastoreSummary>),
-    DatastoreSummaryMaintenanceModeState(Box<DatastoreSummaryMaintenanceModeState>),
-    DatastoreVVolContainerFailoverPair(Box<DatastoreVVolContainerFailoverPair>),
-    DateTimeProfile(Box<DateTimeProfile>),
-    #[cfg(feature = "admin")] DayOfWeek(Box<DayOfWeek>),
-    #[cfg(feature = "all-faults")] DeltaDiskFormatNotSupported(Box<DeltaDiskFormatNotSupported>),
-    Description(Box<Description>),
-    DesiredSoftwareSpec(Box<DesiredSoftwareSpec>),
-    DesiredSoftwareSpecBaseImageSpec(Box<DesiredSoftwareSpecBaseImageSpec>),
-    DesiredSoftwareSpecComponentSpec(Box<DesiredSoftwareSpecComponentSpec>),
-    DesiredSoftwareSpecVendorAddOnSpec(Box<DesiredSoftwareSpecVendorAddOnSpec>),
-    #[cfg(feature = "all-faults")] DestinationSwitchFull(Box<DestinationSwitchFull>),
-    #[cfg(feature = "all-faults")] DestinationVsanDisabled(Box<DestinationVsanDisabled>),
-    DeviceBackedVirtualDiskSpec(Box<DeviceBackedVirtualDiskSpec>),
-    #[cfg(feature = "all-faults")] DeviceBackingNotSupported(Box<DeviceBackingNotSupported>),
-    #[cfg(feature = "all-faults")] DeviceControllerNotSupported(Box<DeviceControllerNotSupported>),
-    DeviceGroupId(Box<DeviceGroupId>),
-    #[cfg(feature = "all-faults")] DeviceHotPlugNotSupported(Box<DeviceHotPlugNotSupported>),
-    #[cfg(feature = "all-faults")] DeviceNotFound(Box<DeviceNotFound>),
-    #[cfg(feature = "all-faults")] DeviceNotSupported(Box<DeviceNotSupported>),
+    DiagnosticPartitionStorageType(Box<DiagnosticPartitionStorageType>),
+    DiagnosticPartitionType(Box<DiagnosticPartitionType>),
+    DisallowedChangeByServiceDisallowedChange(Box<DisallowedChangeByServiceDisallowedChange>),
+    DistributedVirtualPortgroupBackingType(Box<DistributedVirtualPortgroupBackingType>),
+    DistributedVirtualPortgroupMetaTagName(Box<DistributedVirtualPortgroupMetaTagName>),
+    DistributedVirtualPortgroupPortgroupType(Box<DistributedVirtualPortgroupPortgroupType>),
+    DistributedVirtualSwitchHostInfrastructureTrafficClass(Box<DistributedVirtualSwitchHostInfrastructureTrafficClass>),
+    DistributedVirtualSwitchHostMemberHostComponentState(Box<DistributedVirtualSwitchHostMemberHostComponentState>),
+    DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(Box<DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus>),
+    DistributedVirtualSwitchHostMemberHostUplinkStateState(Box<DistributedVirtualSwitchHostMemberHostUplinkStateState>),
+    DistributedVirtualSwitchHostMemberTransportZoneType(Box<DistributedVirtualSwitchHostMemberTransportZoneType>),
+    DistributedVirtualSwitchNetworkResourceControlVersion(Box<DistributedVirtualSwitchNetworkResourceControlVersion>),
+    DistributedVirtualSwitchNicTeamingPolicyMode(Box<DistributedVirtualSwitchNicTeamingPolicyMode>),
+    DistributedVirtualSwitchPortConnecteeConnecteeType(Box<DistributedVirtualSwitchPortConnecteeConnecteeType>),
+    DistributedVirtualSwitchProductSpecOperationType(Box<DistributedVirtualSwitchProductSpecOperationType>),
+    DpmBehavior(Box<DpmBehavior>),
+    DrsBehavior(Box<DrsBehavior>),
+    DrsInjectorWorkloadCorrelationState(Box<DrsInjectorWorkloadCorrelationState>),
+    DrsRecommendationReasonCode(Box<DrsRecommendationReasonCode>),
+    DvsEventPortBlockState(Box<DvsEventPortBlockState>),
+    DvsFilterOnFailure(Box<DvsFilterOnFailure>),
+    DvsNetworkRuleDirectionType(Box<DvsNetworkRuleDirectionType>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -434,148 +840,31 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFault(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFaultDasConfigFaultReason(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasDisabledEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostIsolatedEvent(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasVmPriority(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseError(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeEstimate(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeParam(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterEvent(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterEventArgument(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterMismatch(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterRenamedEvent(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreAccessible(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreCapability(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreCapacityIncreasedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDestroyedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDiscoveredEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDuplicatedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreEventArgument(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileCopiedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileDeletedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileMovedEvent(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreHostMount(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreIORMReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreMountPathDatastorePair(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreNamespaceManagerDirectoryInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreNotWritableOnHost(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreOption(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastorePrincipalConfigured(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRemovedOnHostEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRenamedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRenamedOnHostEvent(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSectorFormat(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummary(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummaryMaintenanceModeState(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DateTimeProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DayOfWeek(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeltaDiskFormatNotSupported(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Description(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpec(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecBaseImageSpec(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecComponentSpec(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecVendorAddOnSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DestinationSwitchFull(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DestinationVsanDisabled(v), Err(e) => return Some(Err(e)) },
-        99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceBackedVirtualDiskSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceBackingNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceControllerNotSupported(v), Err(e) => return Some(Err(e)) },
-        102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceGroupId(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceHotPlugNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 104 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotFound(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 105 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotSupported(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "all-faults")] Object::DasConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasConfigFaultDasConfigFaultReason(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasVmPriority(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DatabaseError(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DatabaseSizeParam(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatacenterEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreAccessible(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreHostMount(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreMountPathDatastorePair(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreNamespaceManagerDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreSectorFormat(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreSummaryMaintenanceModeState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DateTimeProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::DayOfWeek(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Description(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DesiredSoftwareSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DesiredSoftwareSpecBaseImageSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DesiredSoftwareSpecComponentSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DesiredSoftwareSpecVendorAddOnSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceBackedVirtualDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceGroupId(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DeviceNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DiagnosticPartitionStorageType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DiagnosticPartitionType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DisallowedChangeByServiceDisallowedChange(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualPortgroupBackingType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualPortgroupMetaTagName(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualPortgroupPortgroupType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DistributedVirtualSwitchProductSpecOperationType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DpmBehavior(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DrsBehavior(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DrsInjectorWorkloadCorrelationState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DrsRecommendationReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DvsEventPortBlockState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DvsFilterOnFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DvsNetworkRuleDirectionType(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -589,70 +878,28 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "all-faults")] Object::DasConfigFault(_) => "DasConfigFault",
-            Object::DasConfigFaultDasConfigFaultReason(_) => "DasConfigFaultDasConfigFaultReason",
-            #[cfg(feature = "all-events")] Object::DasDisabledEvent(_) => "DasDisabledEvent",
-            #[cfg(feature = "all-events")] Object::DasEnabledEvent(_) => "DasEnabledEvent",
-            #[cfg(feature = "admin")] Object::DasHeartbeatDatastoreInfo(_) => "DasHeartbeatDatastoreInfo",
-            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(_) => "DasHostFailedEvent",
-            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
-            Object::DasVmPriority(_) => "DasVmPriority",
-            #[cfg(feature = "all-faults")] Object::DatabaseError(_) => "DatabaseError",
-            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(_) => "DatabaseSizeEstimate",
-            #[cfg(feature = "admin")] Object::DatabaseSizeParam(_) => "DatabaseSizeParam",
-            Object::DatacenterBasicConnectInfo(_) => "DatacenterBasicConnectInfo",
-            Object::DatacenterConfigInfo(_) => "DatacenterConfigInfo",
-            Object::DatacenterConfigSpec(_) => "DatacenterConfigSpec",
-            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(_) => "DatacenterCreatedEvent",
-            #[cfg(feature = "all-events")] Object::DatacenterEvent(_) => "DatacenterEvent",
-            Object::DatacenterEventArgument(_) => "DatacenterEventArgument",
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(_) => "DatacenterMismatch",
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(_) => "DatacenterMismatchArgument",
-            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(_) => "DatacenterRenamedEvent",
-            Object::DatastoreAccessible(_) => "DatastoreAccessible",
-            Object::DatastoreCapability(_) => "DatastoreCapability",
-            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(_) => "DatastoreCapacityIncreasedEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(_) => "DatastoreDestroyedEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(_) => "DatastoreDiscoveredEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(_) => "DatastoreDuplicatedEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreEvent(_) => "DatastoreEvent",
-            Object::DatastoreEventArgument(_) => "DatastoreEventArgument",
-            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(_) => "DatastoreFileCopiedEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(_) => "DatastoreFileDeletedEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(_) => "DatastoreFileEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(_) => "DatastoreFileMovedEvent",
-            Object::DatastoreHostMount(_) => "DatastoreHostMount",
-            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(_) => "DatastoreIORMReconfiguredEvent",
-            Object::DatastoreInfo(_) => "DatastoreInfo",
-            Object::DatastoreMountPathDatastorePair(_) => "DatastoreMountPathDatastorePair",
-            Object::DatastoreNamespaceManagerDirectoryInfo(_) => "DatastoreNamespaceManagerDirectoryInfo",
-            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(_) => "DatastoreNotWritableOnHost",
-            Object::DatastoreOption(_) => "DatastoreOption",
-            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(_) => "DatastorePrincipalConfigured",
-            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(_) => "DatastoreRemovedOnHostEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(_) => "DatastoreRenamedEvent",
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(_) => "DatastoreRenamedOnHostEvent",
-            Object::DatastoreSectorFormat(_) => "DatastoreSectorFormat",
-            Object::DatastoreSummary(_) => "DatastoreSummary",
-            Object::DatastoreSummaryMaintenanceModeState(_) => "DatastoreSummaryMaintenanceModeState",
-            Object::DatastoreVVolContainerFailoverPair(_) => "DatastoreVVolContainerFailoverPair",
-            Object::DateTimeProfile(_) => "DateTimeProfile",
-            #[cfg(feature = "admin")] Object::DayOfWeek(_) => "DayOfWeek",
-            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(_) => "DeltaDiskFormatNotSupported",
-            Object::Description(_) => "Description",
-            Object::DesiredSoftwareSpec(_) => "DesiredSoftwareSpec",
-            Object::DesiredSoftwareSpecBaseImageSpec(_) => "DesiredSoftwareSpecBaseImageSpec",
-            Object::DesiredSoftwareSpecComponentSpec(_) => "DesiredSoftwareSpecComponentSpec",
-            Object::DesiredSoftwareSpecVendorAddOnSpec(_) => "DesiredSoftwareSpecVendorAddOnSpec",
-            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(_) => "DestinationSwitchFull",
-            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(_) => "DestinationVsanDisabled",
-            Object::DeviceBackedVirtualDiskSpec(_) => "DeviceBackedVirtualDiskSpec",
-            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(_) => "DeviceBackingNotSupported",
-            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(_) => "DeviceControllerNotSupported",
-            Object::DeviceGroupId(_) => "DeviceGroupId",
-            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(_) => "DeviceHotPlugNotSupported",
-            #[cfg(feature = "all-faults")] Object::DeviceNotFound(_) => "DeviceNotFound",
-            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(_) => "DeviceNotSupported",
+            Object::DiagnosticPartitionStorageType(_) => "DiagnosticPartitionStorageType",
+            Object::DiagnosticPartitionType(_) => "DiagnosticPartitionType",
+            Object::DisallowedChangeByServiceDisallowedChange(_) => "DisallowedChangeByServiceDisallowedChange",
+            Object::DistributedVirtualPortgroupBackingType(_) => "DistributedVirtualPortgroupBackingType",
+            Object::DistributedVirtualPortgroupMetaTagName(_) => "DistributedVirtualPortgroupMetaTagName",
+            Object::DistributedVirtualPortgroupPortgroupType(_) => "DistributedVirtualPortgroupPortgroupType",
+            Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(_) => "DistributedVirtualSwitchHostInfrastructureTrafficClass",
+            Object::DistributedVirtualSwitchHostMemberHostComponentState(_) => "DistributedVirtualSwitchHostMemberHostComponentState",
+            Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(_) => "DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus",
+            Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(_) => "DistributedVirtualSwitchHostMemberHostUplinkStateState",
+            Object::DistributedVirtualSwitchHostMemberTransportZoneType(_) => "DistributedVirtualSwitchHostMemberTransportZoneType",
+            Object::DistributedVirtualSwitchNetworkResourceControlVersion(_) => "DistributedVirtualSwitchNetworkResourceControlVersion",
+            Object::DistributedVirtualSwitchNicTeamingPolicyMode(_) => "DistributedVirtualSwitchNicTeamingPolicyMode",
+            Object::DistributedVirtualSwitchPortConnecteeConnecteeType(_) => "DistributedVirtualSwitchPortConnecteeConnecteeType",
+            Object::DistributedVirtualSwitchProductSpecOperationType(_) => "DistributedVirtualSwitchProductSpecOperationType",
+            Object::DpmBehavior(_) => "DpmBehavior",
+            Object::DrsBehavior(_) => "DrsBehavior",
+            Object::DrsInjectorWorkloadCorrelationState(_) => "DrsInjectorWorkloadCorrelationState",
+            Object::DrsRecommendationReasonCode(_) => "DrsRecommendationReasonCode",
+            Object::DvsEventPortBlockState(_) => "DvsEventPortBlockState",
+            Object::DvsFilterOnFailure(_) => "DvsFilterOnFailure",
+            Object::DvsNetworkRuleDirectionType(_) => "DvsNetworkRuleDirectionType",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -672,1095 +919,381 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "all-faults")] Object::DasConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasConfigFaultDasConfigFaultReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasVmPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DatabaseError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DatabaseSizeParam(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatacenterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreAccessible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreHostMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreMountPathDatastorePair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreNamespaceManagerDirectoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreSectorFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreSummaryMaintenanceModeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DateTimeProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::DayOfWeek(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Description(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DesiredSoftwareSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DesiredSoftwareSpecBaseImageSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DesiredSoftwareSpecComponentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DesiredSoftwareSpecVendorAddOnSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceBackedVirtualDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceGroupId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DeviceNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DiagnosticPartitionStorageType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DiagnosticPartitionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DisallowedChangeByServiceDisallowedChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualPortgroupBackingType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualPortgroupMetaTagName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualPortgroupPortgroupType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DistributedVirtualSwitchProductSpecOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DpmBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DrsBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DrsInjectorWorkloadCorrelationState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DrsRecommendationReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DvsEventPortBlockState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DvsFilterOnFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DvsNetworkRuleDirectionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for DasConfigFault {
+impl x::ObjectType for DiagnosticPartitionStorageType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DasConfigFault(value)
+        Object::DiagnosticPartitionStorageType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DiagnosticPartitionStorageType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DasConfigFaultDasConfigFaultReason {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DasConfigFaultDasConfigFaultReason(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DiagnosticPartitionStorageType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for DasDisabledEvent {
+impl x::ObjectType for DiagnosticPartitionType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DasDisabledEvent(value)
+        Object::DiagnosticPartitionType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasDisabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DiagnosticPartitionType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasDisabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DiagnosticPartitionType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for DasEnabledEvent {
+impl x::ObjectType for DisallowedChangeByServiceDisallowedChange {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DasEnabledEvent(value)
+        Object::DisallowedChangeByServiceDisallowedChange(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DisallowedChangeByServiceDisallowedChange(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DisallowedChangeByServiceDisallowedChange(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for DasHeartbeatDatastoreInfo {
+impl x::ObjectType for DistributedVirtualPortgroupBackingType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DasHeartbeatDatastoreInfo(value)
+        Object::DistributedVirtualPortgroupBackingType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasHeartbeatDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualPortgroupBackingType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasHeartbeatDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupBackingType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for DasHostFailedEvent {
+impl x::ObjectType for DistributedVirtualPortgroupMetaTagName {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DasHostFailedEvent(value)
+        Object::DistributedVirtualPortgroupMetaTagName(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasHostFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualPortgroupMetaTagName(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasHostFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupMetaTagName(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for DasHostIsolatedEvent {
+impl x::ObjectType for DistributedVirtualPortgroupPortgroupType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DasHostIsolatedEvent(value)
+        Object::DistributedVirtualPortgroupPortgroupType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasHostIsolatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualPortgroupPortgroupType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasHostIsolatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupPortgroupType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasVmPriority {
+impl x::ObjectType for DistributedVirtualSwitchHostInfrastructureTrafficClass {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DasVmPriority(value)
+        Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasVmPriority(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasVmPriority(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for DatabaseError {
+impl x::ObjectType for DistributedVirtualSwitchHostMemberHostComponentState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatabaseError(value)
+        Object::DistributedVirtualSwitchHostMemberHostComponentState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatabaseError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatabaseError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for DatabaseSizeEstimate {
+impl x::ObjectType for DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatabaseSizeEstimate(value)
+        Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatabaseSizeEstimate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatabaseSizeEstimate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for DatabaseSizeParam {
+impl x::ObjectType for DistributedVirtualSwitchHostMemberHostUplinkStateState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatabaseSizeParam(value)
+        Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatabaseSizeParam(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatabaseSizeParam(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterBasicConnectInfo {
+impl x::ObjectType for DistributedVirtualSwitchHostMemberTransportZoneType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterBasicConnectInfo(value)
+        Object::DistributedVirtualSwitchHostMemberTransportZoneType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterBasicConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterBasicConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterConfigInfo {
+impl x::ObjectType for DistributedVirtualSwitchNetworkResourceControlVersion {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterConfigInfo(value)
+        Object::DistributedVirtualSwitchNetworkResourceControlVersion(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterConfigSpec {
+impl x::ObjectType for DistributedVirtualSwitchNicTeamingPolicyMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterConfigSpec(value)
+        Object::DistributedVirtualSwitchNicTeamingPolicyMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for DatacenterCreatedEvent {
+impl x::ObjectType for DistributedVirtualSwitchPortConnecteeConnecteeType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterCreatedEvent(value)
+        Object::DistributedVirtualSwitchPortConnecteeConnecteeType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for DatacenterEvent {
+impl x::ObjectType for DistributedVirtualSwitchProductSpecOperationType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterEvent(value)
+        Object::DistributedVirtualSwitchProductSpecOperationType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DistributedVirtualSwitchProductSpecOperationType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DistributedVirtualSwitchProductSpecOperationType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterEventArgument {
+impl x::ObjectType for DpmBehavior {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterEventArgument(value)
+        Object::DpmBehavior(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DpmBehavior(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DpmBehavior(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for DatacenterMismatch {
+impl x::ObjectType for DrsBehavior {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterMismatch(value)
+        Object::DrsBehavior(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterMismatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DrsBehavior(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterMismatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DrsBehavior(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for DatacenterMismatchArgument {
+impl x::ObjectType for DrsInjectorWorkloadCorrelationState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterMismatchArgument(value)
+        Object::DrsInjectorWorkloadCorrelationState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterMismatchArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DrsInjectorWorkloadCorrelationState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterMismatchArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DrsInjectorWorkloadCorrelationState(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for DatacenterRenamedEvent {
+impl x::ObjectType for DrsRecommendationReasonCode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatacenterRenamedEvent(value)
+        Object::DrsRecommendationReasonCode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DrsRecommendationReasonCode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DrsRecommendationReasonCode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreAccessible {
+impl x::ObjectType for DvsEventPortBlockState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreAccessible(value)
+        Object::DvsEventPortBlockState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreAccessible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DvsEventPortBlockState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreAccessible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DvsEventPortBlockState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreCapability {
+impl x::ObjectType for DvsFilterOnFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreCapability(value)
+        Object::DvsFilterOnFailure(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DvsFilterOnFailure(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DvsFilterOnFailure(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreCapacityIncreasedEvent {
+impl x::ObjectType for DvsNetworkRuleDirectionType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreCapacityIncreasedEvent(value)
+        Object::DvsNetworkRuleDirectionType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreCapacityIncreasedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::DvsNetworkRuleDirectionType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreCapacityIncreasedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreDestroyedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreDestroyedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreDestroyedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreDestroyedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreDiscoveredEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreDiscoveredEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreDiscoveredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreDiscoveredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreDuplicatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreDuplicatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreDuplicatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreDuplicatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreEventArgument {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreEventArgument(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreFileCopiedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreFileCopiedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreFileCopiedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreFileCopiedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreFileDeletedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreFileDeletedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreFileDeletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreFileDeletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreFileEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreFileEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreFileEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreFileEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreFileMovedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreFileMovedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreFileMovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreFileMovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreHostMount {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreHostMount(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreHostMount(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreHostMount(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreIORMReconfiguredEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreIORMReconfiguredEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreIORMReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreIORMReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreMountPathDatastorePair {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreMountPathDatastorePair(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreMountPathDatastorePair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreMountPathDatastorePair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreNamespaceManagerDirectoryInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreNamespaceManagerDirectoryInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreNamespaceManagerDirectoryInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreNamespaceManagerDirectoryInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DatastoreNotWritableOnHost {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreNotWritableOnHost(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreNotWritableOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreNotWritableOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastorePrincipalConfigured {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastorePrincipalConfigured(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastorePrincipalConfigured(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastorePrincipalConfigured(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreRemovedOnHostEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreRemovedOnHostEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreRemovedOnHostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreRemovedOnHostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreRenamedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreRenamedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreRenamedOnHostEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreRenamedOnHostEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreRenamedOnHostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreRenamedOnHostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreSectorFormat {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreSectorFormat(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreSectorFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreSectorFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreSummaryMaintenanceModeState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreSummaryMaintenanceModeState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DatastoreVVolContainerFailoverPair {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DatastoreVVolContainerFailoverPair(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreVVolContainerFailoverPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreVVolContainerFailoverPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DateTimeProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DateTimeProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DateTimeProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DateTimeProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for DayOfWeek {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DayOfWeek(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DayOfWeek(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DayOfWeek(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DeltaDiskFormatNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DeltaDiskFormatNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeltaDiskFormatNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeltaDiskFormatNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for Description {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::Description(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Description(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Description(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DesiredSoftwareSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DesiredSoftwareSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DesiredSoftwareSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DesiredSoftwareSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DesiredSoftwareSpecBaseImageSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DesiredSoftwareSpecBaseImageSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DesiredSoftwareSpecBaseImageSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DesiredSoftwareSpecBaseImageSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DesiredSoftwareSpecComponentSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DesiredSoftwareSpecComponentSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DesiredSoftwareSpecComponentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DesiredSoftwareSpecComponentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DesiredSoftwareSpecVendorAddOnSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DesiredSoftwareSpecVendorAddOnSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DestinationSwitchFull {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DestinationSwitchFull(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DestinationSwitchFull(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DestinationSwitchFull(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DestinationVsanDisabled {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DestinationVsanDisabled(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DestinationVsanDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DestinationVsanDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DeviceBackedVirtualDiskSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DeviceBackedVirtualDiskSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceBackedVirtualDiskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceBackedVirtualDiskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceBackingNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DeviceBackingNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceBackingNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceBackingNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceControllerNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DeviceControllerNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceControllerNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceControllerNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DeviceGroupId {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DeviceGroupId(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceGroupId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceGroupId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceHotPlugNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DeviceHotPlugNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceHotPlugNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceHotPlugNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceNotFound {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DeviceNotFound(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DeviceNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::DvsNetworkRuleDirectionType(v) => Ok(v), other => Err(other), }
     }
 }

@@ -6,40 +6,307 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xd64115), x::Name(0xd5c314), 0, 0), // GuestPermissionDenied: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd65718), x::Name(0xd4b613), 0, 3), // GuestPosixFileAttributes: GuestFileAttributes
-        x::TypeEntry::structure(x::Name(0xd67010), x::Name(0xbb9c0b), 3, 7), // GuestProcessInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd68114), x::Name(0xd5c314), 10, 1), // GuestProcessNotFound: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd69610), x::Name(0xbb9c0b), 11, 4), // GuestProgramSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd6a720), 0, 1), // GuestQuiesceEndGuestQuiesceError
-        x::TypeEntry::structure(x::Name(0xd6c813), x::Name(0xbb9c0b), 15, 2), // GuestRegKeyNameSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd6dc15), x::Name(0xbb9c0b), 17, 2), // GuestRegKeyRecordSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd6f20f), x::Name(0xbb9c0b), 19, 3), // GuestRegKeySpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd70212), 1, 3), // GuestRegKeyWowSpec
-        x::TypeEntry::structure(x::Name(0xd71517), x::Name(0xd72d15), 22, 1), // GuestRegValueBinarySpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd72d15), x::Name(0xbb9c0b), 23, 0), // GuestRegValueDataSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd74316), x::Name(0xd72d15), 23, 1), // GuestRegValueDwordSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd75a1d), x::Name(0xd72d15), 24, 1), // GuestRegValueExpandStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd7781c), x::Name(0xd72d15), 25, 1), // GuestRegValueMultiStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd79515), x::Name(0xbb9c0b), 26, 2), // GuestRegValueNameSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd7ab16), x::Name(0xd72d15), 28, 1), // GuestRegValueQwordSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd7c211), x::Name(0xbb9c0b), 29, 2), // GuestRegValueSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd7d417), x::Name(0xd72d15), 31, 1), // GuestRegValueStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd7ec12), x::Name(0xd5c314), 32, 1), // GuestRegistryFault: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd7ff1d), x::Name(0xd81d15), 33, 0), // GuestRegistryKeyAlreadyExists: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xd81d15), x::Name(0xd7ec12), 33, 1), // GuestRegistryKeyFault: GuestRegistryFault
-        x::TypeEntry::structure(x::Name(0xd8331a), x::Name(0xd81d15), 34, 0), // GuestRegistryKeyHasSubkeys: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xd84e17), x::Name(0xd81d15), 34, 0), // GuestRegistryKeyInvalid: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xd8661e), x::Name(0xd81d15), 34, 0), // GuestRegistryKeyParentVolatile: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xd88517), x::Name(0xd7ec12), 34, 2), // GuestRegistryValueFault: GuestRegistryFault
-        x::TypeEntry::structure(x::Name(0xd89d1a), x::Name(0xd88517), 36, 0), // GuestRegistryValueNotFound: GuestRegistryValueFault
-        x::TypeEntry::structure(x::Name(0xd8b80f), x::Name(0xbb9c0b), 36, 2), // GuestScreenInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd8c80e), x::Name(0xbb9c0b), 38, 4), // GuestStackInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd8d71a), x::Name(0xd4b613), 42, 3), // GuestWindowsFileAttributes: GuestFileAttributes
-        x::TypeEntry::structure(x::Name(0xd8f217), x::Name(0xd69610), 45, 1), // GuestWindowsProgramSpec: GuestProgramSpec
+        x::TypeEntry::structure(x::Name(0xcf5c13), x::Name(0xe25310), 0, 4), // GatewayConnectFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0xcf7017), x::Name(0xcfdb19), 4, 0), // GatewayHostNotReachable: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xcf880f), x::Name(0xcf5c13), 4, 0), // GatewayNotFound: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcf9813), x::Name(0xcf5c13), 4, 0), // GatewayNotReachable: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcfac17), x::Name(0xcf5c13), 4, 0), // GatewayOperationRefused: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcfc416), x::Name(0xcfdb19), 4, 2), // GatewayToHostAuthFault: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xcfdb19), x::Name(0xcf5c13), 6, 2), // GatewayToHostConnectFault: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcff51d), x::Name(0xcfdb19), 8, 2), // GatewayToHostTrustVerifyFault: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xd0130c), x::Name(0xc19905), 10, 1), // GeneralEvent: Event
+        x::TypeEntry::structure(x::Name(0xd02015), x::Name(0xd0130c), 11, 0), // GeneralHostErrorEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd03614), x::Name(0xd0130c), 11, 0), // GeneralHostInfoEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd04b17), x::Name(0xd0130c), 11, 0), // GeneralHostWarningEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd06310), x::Name(0xd0130c), 11, 1), // GeneralUserEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd07413), x::Name(0xd0130c), 12, 0), // GeneralVmErrorEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd08812), x::Name(0xd0130c), 12, 0), // GeneralVmInfoEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd09b15), x::Name(0xd0130c), 12, 0), // GeneralVmWarningEvent: GeneralEvent
+        x::TypeEntry::request(x::Name(0xd0b130), 12, 3), // GenerateCertificateSigningRequestByDnRequestType
+        x::TypeEntry::request(x::Name(0xd0e22c), 15, 3), // GenerateCertificateSigningRequestRequestType
+        x::TypeEntry::request(x::Name(0xd10f1c), 18, 3), // GenerateClientCsrRequestType
+        x::TypeEntry::request(x::Name(0xd12c21), 21, 3), // GenerateConfigTaskListRequestType
+        x::TypeEntry::request(x::Name(0xd14e25), 24, 2), // GenerateHostConfigTaskSpecRequestType
+        x::TypeEntry::request(x::Name(0xd17426), 26, 3), // GenerateHostProfileTaskListRequestType
+        x::TypeEntry::request(x::Name(0xd19b16), 29, 4), // GenerateKeyRequestType
+        x::TypeEntry::request(x::Name(0xd1b21d), 33, 3), // GenerateLogBundlesRequestType
+        x::TypeEntry::request(x::Name(0xd1d027), 36, 3), // GenerateSelfSignedClientCertRequestType
+        x::TypeEntry::structure(x::Name(0xd1f80f), x::Name(0x1d94808), 39, 1), // GenericDrsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xd20814), x::Name(0x210340d), 40, 1), // GenericVmConfigFault: VmConfigFault
+        x::TypeEntry::request(x::Name(0xd21d13), 41, 2), // GetAlarmRequestType
+        x::TypeEntry::request(x::Name(0xd23118), 43, 2), // GetAlarmStateRequestType
+        x::TypeEntry::request(x::Name(0xd24a1d), 45, 2), // GetCryptoKeyStatusRequestType
+        x::TypeEntry::request(x::Name(0xd2681f), 47, 2), // GetCustomizationSpecRequestType
+        x::TypeEntry::request(x::Name(0xd2881f), 49, 3), // GetDefaultKmsClusterRequestType
+        x::TypeEntry::request(x::Name(0xd2a817), 52, 1), // GetPublicKeyRequestType
+        x::TypeEntry::request(x::Name(0xd2c01b), 53, 1), // GetResourceUsageRequestType
+        x::TypeEntry::request(x::Name(0xd2dc16), 54, 1), // GetSiteInfoRequestType
+        x::TypeEntry::request(x::Name(0xd2f32b), 55, 1), // GetSystemVMsRestrictedDatastoresRequestType
+        x::TypeEntry::request(x::Name(0xd31f1f), 56, 1), // GetVchaClusterHealthRequestType
+        x::TypeEntry::request(x::Name(0xd33f1c), 57, 2), // GetVpcNetworkSpanRequestType
+        x::TypeEntry::request(x::Name(0xd35c1d), 59, 2), // GetVsanObjExtAttrsRequestType
+        x::TypeEntry::structure(x::Name(0xd37a20), x::Name(0xea3c09), 61, 1), // GhostDvsProxySwitchDetectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd39b1f), x::Name(0xea3c09), 62, 1), // GhostDvsProxySwitchRemovedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd3bb19), x::Name(0x1a2e40c), 63, 2), // GlobalMessageChangedEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0xd3f210), x::Name(0x5d30b), 65, 1), // GroupAlarmAction: AlarmAction
+        x::TypeEntry::structure(x::Name(0xd4030c), x::Name(0xbb9c0b), 66, 2), // GuestAliases: DynamicData
+        x::TypeEntry::structure(x::Name(0xd41012), x::Name(0xbb9c0b), 68, 2), // GuestAuthAliasInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd42313), x::Name(0xd44d10), 70, 0), // GuestAuthAnySubject: GuestAuthSubject
+        x::TypeEntry::structure(x::Name(0xd43715), x::Name(0xd44d10), 70, 1), // GuestAuthNamedSubject: GuestAuthSubject
+        x::TypeEntry::structure(x::Name(0xd44d10), x::Name(0xbb9c0b), 71, 0), // GuestAuthSubject: DynamicData
+        x::TypeEntry::structure(x::Name(0xd45e13), x::Name(0xbb9c0b), 71, 1), // GuestAuthentication: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4721c), x::Name(0xd5c314), 72, 2), // GuestAuthenticationChallenge: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd48f18), x::Name(0xd5c314), 74, 0), // GuestComponentsOutOfDate: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd4a80d), x::Name(0xbb9c0b), 74, 5), // GuestDiskInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4b613), x::Name(0xbb9c0b), 79, 3), // GuestFileAttributes: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4ca0d), x::Name(0xbb9c0b), 82, 4), // GuestFileInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd4d80d), 0, 3), // GuestFileType
+        x::TypeEntry::structure(x::Name(0xd4e609), x::Name(0xbb9c0b), 86, 27), // GuestInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd4f015), 3, 3), // GuestInfoAppStateType
+        x::TypeEntry::structure(x::Name(0xd5061a), x::Name(0xbb9c0b), 113, 4), // GuestInfoCustomizationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd5211c), 6, 5), // GuestInfoCustomizationStatus
+        x::TypeEntry::structure(x::Name(0xd53e20), x::Name(0xbb9c0b), 117, 2), // GuestInfoNamespaceGenerationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd55f1b), x::Name(0xbb9c0b), 119, 1), // GuestInfoVirtualDiskMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0xd57b11), x::Name(0xbb9c0b), 120, 2), // GuestListFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd58d12), x::Name(0xbb9c0b), 122, 3), // GuestMappedAliases: DynamicData
+        x::TypeEntry::structure(x::Name(0xd5a015), x::Name(0xd5c314), 125, 0), // GuestMultipleMappings: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd5b60c), x::Name(0xbb9c0b), 125, 8), // GuestNicInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd5c314), x::Name(0x1d94808), 133, 0), // GuestOperationsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xd5d81a), x::Name(0xd5c314), 133, 0), // GuestOperationsUnavailable: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd5f311), x::Name(0xbb9c0b), 133, 64), // GuestOsDescriptor: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd6051d), 11, 3), // GuestOsDescriptorFirmwareType
+        x::TypeEntry::enumeration(x::Name(0xd6231d), 14, 7), // GuestOsDescriptorSupportLevel
+        x::TypeEntry::structure(x::Name(0xd64115), x::Name(0xd5c314), 197, 0), // GuestPermissionDenied: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd65718), x::Name(0xd4b613), 197, 3), // GuestPosixFileAttributes: GuestFileAttributes
+        x::TypeEntry::structure(x::Name(0xd67010), x::Name(0xbb9c0b), 200, 7), // GuestProcessInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd68114), x::Name(0xd5c314), 207, 1), // GuestProcessNotFound: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd69610), x::Name(0xbb9c0b), 208, 4), // GuestProgramSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd6a720), 21, 1), // GuestQuiesceEndGuestQuiesceError
+        x::TypeEntry::structure(x::Name(0xd6c813), x::Name(0xbb9c0b), 212, 2), // GuestRegKeyNameSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd6dc15), x::Name(0xbb9c0b), 214, 2), // GuestRegKeyRecordSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd6f20f), x::Name(0xbb9c0b), 216, 3), // GuestRegKeySpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd70212), 22, 3), // GuestRegKeyWowSpec
+        x::TypeEntry::structure(x::Name(0xd71517), x::Name(0xd72d15), 219, 1), // GuestRegValueBinarySpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd72d15), x::Name(0xbb9c0b), 220, 0), // GuestRegValueDataSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd74316), x::Name(0xd72d15), 220, 1), // GuestRegValueDwordSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd75a1d), x::Name(0xd72d15), 221, 1), // GuestRegValueExpandStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd7781c), x::Name(0xd72d15), 222, 1), // GuestRegValueMultiStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd79515), x::Name(0xbb9c0b), 223, 2), // GuestRegValueNameSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd7ab16), x::Name(0xd72d15), 225, 1), // GuestRegValueQwordSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd7c211), x::Name(0xbb9c0b), 226, 2), // GuestRegValueSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd7d417), x::Name(0xd72d15), 228, 1), // GuestRegValueStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd7ec12), x::Name(0xd5c314), 229, 1), // GuestRegistryFault: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd7ff1d), x::Name(0xd81d15), 230, 0), // GuestRegistryKeyAlreadyExists: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xd81d15), x::Name(0xd7ec12), 230, 1), // GuestRegistryKeyFault: GuestRegistryFault
+        x::TypeEntry::structure(x::Name(0xd8331a), x::Name(0xd81d15), 231, 0), // GuestRegistryKeyHasSubkeys: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xd84e17), x::Name(0xd81d15), 231, 0), // GuestRegistryKeyInvalid: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xd8661e), x::Name(0xd81d15), 231, 0), // GuestRegistryKeyParentVolatile: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xd88517), x::Name(0xd7ec12), 231, 2), // GuestRegistryValueFault: GuestRegistryFault
+        x::TypeEntry::structure(x::Name(0xd89d1a), x::Name(0xd88517), 233, 0), // GuestRegistryValueNotFound: GuestRegistryValueFault
+        x::TypeEntry::structure(x::Name(0xd8b80f), x::Name(0xbb9c0b), 233, 2), // GuestScreenInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd8c80e), x::Name(0xbb9c0b), 235, 4), // GuestStackInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd8d71a), x::Name(0xd4b613), 239, 3), // GuestWindowsFileAttributes: GuestFileAttributes
+        x::TypeEntry::structure(x::Name(0xd8f217), x::Name(0xd69610), 242, 1), // GuestWindowsProgramSpec: GuestProgramSpec
     ],
     decode,
     fields: &[
+        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
+        x::FieldEntry::required(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
+        x::FieldEntry::required(x::Name(0x291180b), x::Name(0x3344606)), // gatewayInfo: string
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0x13d2d12)), // details: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2ab9311), x::Name(0x3344606)), // invalidProperties: string
+        x::FieldEntry::repeated(x::Name(0x2cc9711), x::Name(0x3344606)), // missingProperties: string
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x355c711), x::Name(0x3344606)), // verificationToken: string
+        x::FieldEntry::repeated(x::Name(0x3021712), x::Name(0x134dd08)), // propertiesToVerify: KeyValue
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2727f11), x::Name(0x3344606)), // distinguishedName: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xdee625)), // spec: HostCertificateManagerCertificateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34ea318), x::Name(0x2405e07)), // useIpAddressAsCommonName: boolean
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xdee625)), // spec: HostCertificateManagerCertificateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x30f5d07), x::Name(0x849f20)), // request: CryptoManagerKmipCertSignRequest
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a0bd09), x::Name(0x1b14918)), // hostsInfo: StructuredCustomizations
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b58f0b), x::Name(0x134210d)), // keyProvider: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x85f324)), // spec: CryptoManagerKmipCustomAttributeSpec
+        x::FieldEntry::optional(x::Name(0x2b5b407), x::Name(0x861820)), // keySpec: CryptoManagerKmipGenerateKeySpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a50f0e), x::Name(0x2405e07)), // includeDefault: boolean
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x30f5d07), x::Name(0x849f20)), // request: CryptoManagerKmipCertSignRequest
+        x::FieldEntry::repeated(x::Name(0x29cd50a), x::Name(0x13d6214)), // hostFaults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b5cd04), x::Name(0x83cb0b)), // keys: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x264e210), x::Name(0x2405e07)), // defaultsToParent: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32adb06), x::Name(0x3344606)), // spanId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::repeated(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::optional(x::Name(0x2fe460b), x::Name(0x3344606)), // prevMessage: string
+        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x5d30b)), // action: AlarmAction
+        x::FieldEntry::required(x::Name(0x23e860a), x::Name(0x3344606)), // base64Cert: string
+        x::FieldEntry::repeated(x::Name(0x2319507), x::Name(0xd41012)), // aliases: GuestAuthAliasInfo
+        x::FieldEntry::required(x::Name(0x334ae07), x::Name(0xd44d10)), // subject: GuestAuthSubject
+        x::FieldEntry::required(x::Name(0x24bf007), x::Name(0x3344606)), // comment: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2a9dd12), x::Name(0x2405e07)), // interactiveSession: boolean
+        x::FieldEntry::required(x::Name(0x31e290f), x::Name(0xd45e13)), // serverChallenge: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x31fcd09), x::Name(0x2be5304)), // sessionID: long
+        x::FieldEntry::optional(x::Name(0x2714c08), x::Name(0x3344606)), // diskPath: string
+        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::optional(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
+        x::FieldEntry::optional(x::Name(0x28a560e), x::Name(0x3344606)), // filesystemType: string
+        x::FieldEntry::repeated(x::Name(0x2c12308), x::Name(0xd55f1b)), // mappings: GuestInfoVirtualDiskMapping
+        x::FieldEntry::optional(x::Name(0x2cd5510), x::Name(0x2607608)), // modificationTime: dateTime
+        x::FieldEntry::optional(x::Name(0x22cee0a), x::Name(0x2607608)), // accessTime: dateTime
+        x::FieldEntry::optional(x::Name(0x33b8f0d), x::Name(0x3344606)), // symlinkTarget: string
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0xd4b613)), // attributes: GuestFileAttributes
+        x::FieldEntry::optional(x::Name(0x342670b), x::Name(0x1fd2f19)), // toolsStatus: VirtualMachineToolsStatus
+        x::FieldEntry::optional(x::Name(0x342c612), x::Name(0x3344606)), // toolsVersionStatus: string
+        x::FieldEntry::optional(x::Name(0x342d913), x::Name(0x3344606)), // toolsVersionStatus2: string
+        x::FieldEntry::optional(x::Name(0x3425412), x::Name(0x3344606)), // toolsRunningStatus: string
+        x::FieldEntry::optional(x::Name(0x342b90c), x::Name(0x3344606)), // toolsVersion: string
+        x::FieldEntry::optional(x::Name(0x341fa10), x::Name(0x3344606)), // toolsInstallType: string
+        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x294030b), x::Name(0x3344606)), // guestFamily: string
+        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x2954e11), x::Name(0x1f4281f)), // guestRebootStatus: VirtualMachineGuestRebootStatus
+        x::FieldEntry::optional(x::Name(0x293f111), x::Name(0x3344606)), // guestDetailedData: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x2d30003), x::Name(0xd5b60c)), // net: GuestNicInfo
+        x::FieldEntry::repeated(x::Name(0x2aed507), x::Name(0xd8c80e)), // ipStack: GuestStackInfo
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0xd4a80d)), // disk: GuestDiskInfo
+        x::FieldEntry::optional(x::Name(0x31a3506), x::Name(0xd8b80f)), // screen: GuestScreenInfo
+        x::FieldEntry::required(x::Name(0x2956e0a), x::Name(0x3344606)), // guestState: string
+        x::FieldEntry::optional(x::Name(0x234e912), x::Name(0x3344606)), // appHeartbeatStatus: string
+        x::FieldEntry::optional(x::Name(0x2948c12), x::Name(0x2405e07)), // guestKernelCrashed: boolean
+        x::FieldEntry::optional(x::Name(0x2351508), x::Name(0x3344606)), // appState: string
+        x::FieldEntry::optional(x::Name(0x2950514), x::Name(0x2405e07)), // guestOperationsReady: boolean
+        x::FieldEntry::optional(x::Name(0x2a9bd1f), x::Name(0x2405e07)), // interactiveGuestOperationsReady: boolean
+        x::FieldEntry::optional(x::Name(0x2957919), x::Name(0x2405e07)), // guestStateChangeSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x291730e), x::Name(0xd53e20)), // generationInfo: GuestInfoNamespaceGenerationInfo
+        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
+        x::FieldEntry::optional(x::Name(0x25bc211), x::Name(0xd5061a)), // customizationInfo: GuestInfoCustomizationInfo
+        x::FieldEntry::required(x::Name(0x25c0013), x::Name(0x3344606)), // customizationStatus: string
+        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2607608)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2803d08), x::Name(0x3344606)), // errorMsg: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x291820c), x::Name(0x2a94603)), // generationNo: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::repeated(x::Name(0x28a4505), x::Name(0xd4ca0d)), // files: GuestFileInfo
+        x::FieldEntry::required(x::Name(0x30c6909), x::Name(0x2a94603)), // remaining: int
+        x::FieldEntry::required(x::Name(0x23e860a), x::Name(0x3344606)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::repeated(x::Name(0x334da08), x::Name(0xd44d10)), // subjects: GuestAuthSubject
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x2698e0e), x::Name(0x2a94603)), // deviceConfigId: int
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0x149b110)), // dnsConfig: NetDnsConfigInfo
+        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0x149d30f)), // ipConfig: NetIpConfigInfo
+        x::FieldEntry::optional(x::Name(0x2d30c0d), x::Name(0x1492711)), // netBIOSConfig: NetBIOSConfigInfo
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::required(x::Name(0x2908108), x::Name(0x3344606)), // fullName: string
+        x::FieldEntry::required(x::Name(0x3373810), x::Name(0x2a94603)), // supportedMaxCPUs: int
+        x::FieldEntry::optional(x::Name(0x2e2481b), x::Name(0x2a94603)), // numSupportedPhysicalSockets: int
+        x::FieldEntry::optional(x::Name(0x2e2131a), x::Name(0x2a94603)), // numSupportedCoresPerSocket: int
+        x::FieldEntry::required(x::Name(0x3377a11), x::Name(0x2a94603)), // supportedMinMemMB: int
+        x::FieldEntry::required(x::Name(0x3374911), x::Name(0x2a94603)), // supportedMaxMemMB: int
+        x::FieldEntry::required(x::Name(0x308a510), x::Name(0x2a94603)), // recommendedMemMB: int
+        x::FieldEntry::required(x::Name(0x3083315), x::Name(0x2a94603)), // recommendedColorDepth: int
+        x::FieldEntry::repeated(x::Name(0x336891b), x::Name(0x3344606)), // supportedDiskControllerList: string
+        x::FieldEntry::optional(x::Name(0x308d419), x::Name(0x3344606)), // recommendedSCSIController: string
+        x::FieldEntry::required(x::Name(0x3084919), x::Name(0x3344606)), // recommendedDiskController: string
+        x::FieldEntry::required(x::Name(0x337c011), x::Name(0x2a94603)), // supportedNumDisks: int
+        x::FieldEntry::required(x::Name(0x3086315), x::Name(0x2a94603)), // recommendedDiskSizeMB: int
+        x::FieldEntry::optional(x::Name(0x308181a), x::Name(0x3344606)), // recommendedCdromController: string
+        x::FieldEntry::repeated(x::Name(0x336e915), x::Name(0x3344606)), // supportedEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x3087917), x::Name(0x3344606)), // recommendedEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x3395311), x::Name(0x2405e07)), // supportsSlaveDisk: boolean
+        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0xe2ca0d)), // cpuFeatureMask: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x325580b), x::Name(0x2405e07)), // smcRequired: boolean
+        x::FieldEntry::required(x::Name(0x3398c11), x::Name(0x2405e07)), // supportsWakeOnLan: boolean
+        x::FieldEntry::optional(x::Name(0x339730b), x::Name(0x2405e07)), // supportsVMI: boolean
+        x::FieldEntry::optional(x::Name(0x338d214), x::Name(0x2405e07)), // supportsMemoryHotAdd: boolean
+        x::FieldEntry::optional(x::Name(0x3389811), x::Name(0x2405e07)), // supportsCpuHotAdd: boolean
+        x::FieldEntry::optional(x::Name(0x338aa14), x::Name(0x2405e07)), // supportsCpuHotRemove: boolean
+        x::FieldEntry::repeated(x::Name(0x336ff11), x::Name(0x3344606)), // supportedFirmware: string
+        x::FieldEntry::optional(x::Name(0x3089113), x::Name(0x3344606)), // recommendedFirmware: string
+        x::FieldEntry::repeated(x::Name(0x338421a), x::Name(0x3344606)), // supportedUSBControllerList: string
+        x::FieldEntry::optional(x::Name(0x308ff18), x::Name(0x3344606)), // recommendedUSBController: string
+        x::FieldEntry::optional(x::Name(0x3388d0a), x::Name(0x2405e07)), // supports3D: boolean
+        x::FieldEntry::optional(x::Name(0x3080a0d), x::Name(0x2405e07)), // recommended3D: boolean
+        x::FieldEntry::optional(x::Name(0x325490e), x::Name(0x2405e07)), // smcRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x2a2e410), x::Name(0x2405e07)), // ich7mRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x34ddd0e), x::Name(0x2405e07)), // usbRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x3361b0c), x::Name(0x3344606)), // supportLevel: string
+        x::FieldEntry::optional(x::Name(0x3371112), x::Name(0x2405e07)), // supportedForCreate: boolean
+        x::FieldEntry::optional(x::Name(0x352f90c), x::Name(0x12bb409)), // vRAMSizeInKB: IntOption
+        x::FieldEntry::optional(x::Name(0x2e22e19), x::Name(0x2a94603)), // numSupportedFloppyDevices: int
+        x::FieldEntry::repeated(x::Name(0x36b9215), x::Name(0x3344606)), // wakeOnLanEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x339201f), x::Name(0x2405e07)), // supportsPvscsiControllerForBoot: boolean
+        x::FieldEntry::optional(x::Name(0x2723c0f), x::Name(0x2405e07)), // diskUuidEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x338bf12), x::Name(0x2405e07)), // supportsHotPlugPCI: boolean
+        x::FieldEntry::optional(x::Name(0x3394012), x::Name(0x2405e07)), // supportsSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x2643711), x::Name(0x2405e07)), // defaultSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x2f5cf19), x::Name(0x2405e07)), // persistentMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x3378c1e), x::Name(0x2be5304)), // supportedMinPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x3375b1e), x::Name(0x2be5304)), // supportedMaxPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x308b61d), x::Name(0x2be5304)), // recommendedPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x2f52d1f), x::Name(0x2405e07)), // persistentMemoryHotAddSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f59722), x::Name(0x2405e07)), // persistentMemoryHotRemoveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f50923), x::Name(0x2405e07)), // persistentMemoryColdGrowthSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f4e127), x::Name(0x2be5304)), // persistentMemoryColdGrowthGranularityMB: long
+        x::FieldEntry::optional(x::Name(0x2f57422), x::Name(0x2405e07)), // persistentMemoryHotGrowthSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f54d26), x::Name(0x2be5304)), // persistentMemoryHotGrowthGranularityMB: long
+        x::FieldEntry::optional(x::Name(0x2e11d1d), x::Name(0x2a94603)), // numRecommendedPhysicalSockets: int
+        x::FieldEntry::optional(x::Name(0x2e1001c), x::Name(0x2a94603)), // numRecommendedCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x36b330d), x::Name(0x5c290a)), // vvtdSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x354940c), x::Name(0x5c290a)), // vbsSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x369330d), x::Name(0x5c290a)), // vsgxSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x369141e), x::Name(0x2405e07)), // vsgxRemoteAttestationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x339650d), x::Name(0x2405e07)), // supportsTPM20: boolean
+        x::FieldEntry::optional(x::Name(0x308ee10), x::Name(0x2405e07)), // recommendedTPM20: boolean
+        x::FieldEntry::optional(x::Name(0x36b410d), x::Name(0x2405e07)), // vwdtSupported: boolean
         x::FieldEntry::optional(x::Name(0x2edf707), x::Name(0x2a94603)), // ownerId: int
         x::FieldEntry::optional(x::Name(0x2931507), x::Name(0x2a94603)), // groupId: int
         x::FieldEntry::optional(x::Name(0x2f4af0b), x::Name(0x2be5304)), // permissions: long
@@ -88,6 +355,27 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x32f0f0e), x::Name(0x2405e07)), // startMinimized: boolean
     ],
     values: &[
+        x::Name(0x2899104), // file
+        x::Name(0x26d8309), // directory
+        x::Name(0x33b8707), // symlink
+        x::Name(0x2daff04), // none
+        x::Name(0x235300a), // appStateOk
+        x::Name(0x2351e11), // appStateNeedReset
+        x::Name(0x1b27713), // TOOLSDEPLOYPKG_IDLE
+        x::Name(0x1b28b16), // TOOLSDEPLOYPKG_PENDING
+        x::Name(0x1b2a216), // TOOLSDEPLOYPKG_RUNNING
+        x::Name(0x1b2b918), // TOOLSDEPLOYPKG_SUCCEEDED
+        x::Name(0x1b26115), // TOOLSDEPLOYPKG_FAILED
+        x::Name(0x23f5a04), // bios
+        x::Name(0x2791f03), // efi
+        x::Name(0x2592703), // csm
+        x::Name(0x283570c), // experimental
+        x::Name(0x2b8d506), // legacy
+        x::Name(0x33fd80a), // terminated
+        x::Name(0x3362809), // supported
+        x::Name(0x34adc0b), // unsupported
+        x::Name(0x2666c0a), // deprecated
+        x::Name(0x33f620b), // techPreview
         x::Name(0x2863807), // failure
         x::Name(0x22a6509), // WOWNative
         x::Name(0x22a5905), // WOW32
@@ -95,41 +383,108 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "all-faults")] 0 => return Some(x::decode_struct_object::<GatewayConnectFault>(r)),
+        #[cfg(feature = "all-faults")] 1 => return Some(x::decode_struct_object::<GatewayHostNotReachable>(r)),
+        #[cfg(feature = "all-faults")] 2 => return Some(x::decode_struct_object::<GatewayNotFound>(r)),
+        #[cfg(feature = "all-faults")] 3 => return Some(x::decode_struct_object::<GatewayNotReachable>(r)),
+        #[cfg(feature = "all-faults")] 4 => return Some(x::decode_struct_object::<GatewayOperationRefused>(r)),
+        #[cfg(feature = "all-faults")] 5 => return Some(x::decode_struct_object::<GatewayToHostAuthFault>(r)),
+        #[cfg(feature = "all-faults")] 6 => return Some(x::decode_struct_object::<GatewayToHostConnectFault>(r)),
+        #[cfg(feature = "all-faults")] 7 => return Some(x::decode_struct_object::<GatewayToHostTrustVerifyFault>(r)),
+        #[cfg(feature = "all-events")] 8 => return Some(x::decode_struct_object::<GeneralEvent>(r)),
+        #[cfg(feature = "all-events")] 9 => return Some(x::decode_struct_object::<GeneralHostErrorEvent>(r)),
+        #[cfg(feature = "all-events")] 10 => return Some(x::decode_struct_object::<GeneralHostInfoEvent>(r)),
+        #[cfg(feature = "all-events")] 11 => return Some(x::decode_struct_object::<GeneralHostWarningEvent>(r)),
+        #[cfg(feature = "all-events")] 12 => return Some(x::decode_struct_object::<GeneralUserEvent>(r)),
+        #[cfg(feature = "all-events")] 13 => return Some(x::decode_struct_object::<GeneralVmErrorEvent>(r)),
+        #[cfg(feature = "all-events")] 14 => return Some(x::decode_struct_object::<GeneralVmInfoEvent>(r)),
+        #[cfg(feature = "all-events")] 15 => return Some(x::decode_struct_object::<GeneralVmWarningEvent>(r)),
+        #[cfg(feature = "all-faults")] 25 => return Some(x::decode_struct_object::<GenericDrsFault>(r)),
+        #[cfg(feature = "all-faults")] 26 => return Some(x::decode_struct_object::<GenericVmConfigFault>(r)),
+        #[cfg(feature = "all-events")] 39 => return Some(x::decode_struct_object::<GhostDvsProxySwitchDetectedEvent>(r)),
+        #[cfg(feature = "all-events")] 40 => return Some(x::decode_struct_object::<GhostDvsProxySwitchRemovedEvent>(r)),
+        #[cfg(feature = "all-events")] 41 => return Some(x::decode_struct_object::<GlobalMessageChangedEvent>(r)),
+        42 => return Some(x::decode_struct_object::<GroupAlarmAction>(r)),
+        43 => return Some(x::decode_struct_object::<GuestAliases>(r)),
+        44 => return Some(x::decode_struct_object::<GuestAuthAliasInfo>(r)),
+        45 => return Some(x::decode_struct_object::<GuestAuthAnySubject>(r)),
+        46 => return Some(x::decode_struct_object::<GuestAuthNamedSubject>(r)),
+        47 => return Some(x::decode_struct_object::<GuestAuthSubject>(r)),
+        48 => return Some(x::decode_struct_object::<GuestAuthentication>(r)),
+        #[cfg(feature = "all-faults")] 49 => return Some(x::decode_struct_object::<GuestAuthenticationChallenge>(r)),
+        #[cfg(feature = "all-faults")] 50 => return Some(x::decode_struct_object::<GuestComponentsOutOfDate>(r)),
+        51 => return Some(x::decode_struct_object::<GuestDiskInfo>(r)),
+        52 => return Some(x::decode_struct_object::<GuestFileAttributes>(r)),
+        53 => return Some(x::decode_struct_object::<GuestFileInfo>(r)),
+        55 => return Some(x::decode_struct_object::<GuestInfo>(r)),
+        57 => return Some(x::decode_struct_object::<GuestInfoCustomizationInfo>(r)),
+        59 => return Some(x::decode_struct_object::<GuestInfoNamespaceGenerationInfo>(r)),
+        60 => return Some(x::decode_struct_object::<GuestInfoVirtualDiskMapping>(r)),
+        61 => return Some(x::decode_struct_object::<GuestListFileInfo>(r)),
+        62 => return Some(x::decode_struct_object::<GuestMappedAliases>(r)),
+        #[cfg(feature = "all-faults")] 63 => return Some(x::decode_struct_object::<GuestMultipleMappings>(r)),
+        64 => return Some(x::decode_struct_object::<GuestNicInfo>(r)),
+        65 => return Some(x::decode_struct_object::<GuestOperationsFault>(r)),
+        66 => return Some(x::decode_struct_object::<GuestOperationsUnavailable>(r)),
+        67 => return Some(x::decode_struct_object::<GuestOsDescriptor>(r)),
+        70 => return Some(x::decode_struct_object::<GuestPermissionDenied>(r)),
+        71 => return Some(x::decode_struct_object::<GuestPosixFileAttributes>(r)),
+        72 => return Some(x::decode_struct_object::<GuestProcessInfo>(r)),
+        #[cfg(feature = "all-faults")] 73 => return Some(x::decode_struct_object::<GuestProcessNotFound>(r)),
+        74 => return Some(x::decode_struct_object::<GuestProgramSpec>(r)),
+        76 => return Some(x::decode_struct_object::<GuestRegKeyNameSpec>(r)),
+        77 => return Some(x::decode_struct_object::<GuestRegKeyRecordSpec>(r)),
+        78 => return Some(x::decode_struct_object::<GuestRegKeySpec>(r)),
+        80 => return Some(x::decode_struct_object::<GuestRegValueBinarySpec>(r)),
+        81 => return Some(x::decode_struct_object::<GuestRegValueDataSpec>(r)),
+        82 => return Some(x::decode_struct_object::<GuestRegValueDwordSpec>(r)),
+        83 => return Some(x::decode_struct_object::<GuestRegValueExpandStringSpec>(r)),
+        84 => return Some(x::decode_struct_object::<GuestRegValueMultiStringSpec>(r)),
+        85 => return Some(x::decode_struct_object::<GuestRegValueNameSpec>(r)),
+        86 => return Some(x::decode_struct_object::<GuestRegValueQwordSpec>(r)),
+        87 => return Some(x::decode_struct_object::<GuestRegValueSpec>(r)),
+        88 => return Some(x::decode_struct_object::<GuestRegValueStringSpec>(r)),
+        #[cfg(feature = "all-faults")] 89 => return Some(x::decode_struct_object::<GuestRegistryFault>(r)),
+        #[cfg(feature = "all-faults")] 90 => return Some(x::decode_struct_object::<GuestRegistryKeyAlreadyExists>(r)),
+        #[cfg(feature = "all-faults")] 91 => return Some(x::decode_struct_object::<GuestRegistryKeyFault>(r)),
+        #[cfg(feature = "all-faults")] 92 => return Some(x::decode_struct_object::<GuestRegistryKeyHasSubkeys>(r)),
+        #[cfg(feature = "all-faults")] 93 => return Some(x::decode_struct_object::<GuestRegistryKeyInvalid>(r)),
+        #[cfg(feature = "all-faults")] 94 => return Some(x::decode_struct_object::<GuestRegistryKeyParentVolatile>(r)),
+        #[cfg(feature = "all-faults")] 95 => return Some(x::decode_struct_object::<GuestRegistryValueFault>(r)),
+        #[cfg(feature = "all-faults")] 96 => return Some(x::decode_struct_object::<GuestRegistryValueNotFound>(r)),
+        97 => return Some(x::decode_struct_object::<GuestScreenInfo>(r)),
+        98 => return Some(x::decode_struct_object::<GuestStackInfo>(r)),
+        99 => return Some(x::decode_struct_object::<GuestWindowsFileAttributes>(r)),
+        100 => return Some(x::decode_struct_object::<GuestWindowsProgramSpec>(r)),
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestFileType(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfoAppStateType(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfoCustomizationStatus(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOsDescriptorFirmwareType(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOsDescriptorSupportLevel(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestQuiesceEndGuestQuiesceError(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegKeyWowSpec(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    GuestPermissionDenied(Box<GuestPermissionDenied>),
-    GuestPosixFileAttributes(Box<GuestPosixFileAttributes>),
-    GuestProcessInfo(Box<GuestProcessInfo>),
-    #[cfg(feature = "all-faults")] GuestProcessNotFound(Box<GuestProcessNotFound>),
-    GuestProgramSpec(Box<GuestProgramSpec>),
+    GuestFileType(Box<GuestFileType>),
+    GuestInfoAppStateType(Box<GuestInfoAppStateType>),
+    GuestInfoCustomizationStatus(Box<GuestInfoCustomizationStatus>),
+    GuestOsDescriptorFirmwareType(Box<GuestOsDescriptorFirmwareType>),
+    GuestOsDescriptorSupportLevel(Box<GuestOsDescriptorSupportLevel>),
     GuestQuiesceEndGuestQuiesceError(Box<GuestQuiesceEndGuestQuiesceError>),
-    GuestRegKeyNameSpec(Box<GuestRegKeyNameSpec>),
-    GuestRegKeyRecordSpec(Box<GuestRegKeyRecordSpec>),
-    GuestRegKeySpec(Box<GuestRegKeySpec>),
     GuestRegKeyWowSpec(Box<GuestRegKeyWowSpec>),
-    GuestRegValueBinarySpec(Box<GuestRegValueBinarySpec>),
-    GuestRegValueDataSpec(Box<GuestRegValueDataSpec>),
-    GuestRegValueDwordSpec(Box<GuestRegValueDwordSpec>),
-    GuestRegValueExpandStringSpec(Box<GuestRegValueExpandStringSpec>),
-    GuestRegValueMultiStringSpec(Box<GuestRegValueMultiStringSpec>),
-    GuestRegValueNameSpec(Box<GuestRegValueNameSpec>),
-    GuestRegValueQwordSpec(Box<GuestRegValueQwordSpec>),
-    GuestRegValueSpec(Box<GuestRegValueSpec>),
-    GuestRegValueStringSpec(Box<GuestRegValueStringSpec>),
-    #[cfg(feature = "all-faults")] GuestRegistryFault(Box<GuestRegistryFault>),
-    #[cfg(feature = "all-faults")] GuestRegistryKeyAlreadyExists(Box<GuestRegistryKeyAlreadyExists>),
-    #[cfg(feature = "all-faults")] GuestRegistryKeyFault(Box<GuestRegistryKeyFault>),
-    #[cfg(feature = "all-faults")] GuestRegistryKeyHasSubkeys(Box<GuestRegistryKeyHasSubkeys>),
-    #[cfg(feature = "all-faults")] GuestRegistryKeyInvalid(Box<GuestRegistryKeyInvalid>),
-    #[cfg(feature = "all-faults")] GuestRegistryKeyParentVolatile(Box<GuestRegistryKeyParentVolatile>),
-    #[cfg(feature = "all-faults")] GuestRegistryValueFault(Box<GuestRegistryValueFault>),
-    #[cfg(feature = "all-faults")] GuestRegistryValueNotFound(Box<GuestRegistryValueNotFound>),
-    GuestScreenInfo(Box<GuestScreenInfo>),
-    GuestStackInfo(Box<GuestStackInfo>),
-    GuestWindowsFileAttributes(Box<GuestWindowsFileAttributes>),
-    GuestWindowsProgramSpec(Box<GuestWindowsProgramSpec>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -138,82 +493,16 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestPermissionDenied(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestPosixFileAttributes(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestProcessInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestProcessNotFound(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestProgramSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestQuiesceEndGuestQuiesceError(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegKeyNameSpec(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegKeyRecordSpec(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegKeySpec(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegKeyWowSpec(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueBinarySpec(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueDataSpec(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueDwordSpec(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueExpandStringSpec(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueMultiStringSpec(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueNameSpec(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueQwordSpec(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueSpec(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueStringSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyAlreadyExists(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyHasSubkeys(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyInvalid(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyParentVolatile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryValueFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryValueNotFound(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestScreenInfo(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestStackInfo(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestWindowsFileAttributes(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestWindowsProgramSpec(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::GuestPermissionDenied(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestPosixFileAttributes(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestProcessInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestProcessNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestProgramSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestFileType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestInfoAppStateType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestInfoCustomizationStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestOsDescriptorFirmwareType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestOsDescriptorSupportLevel(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestQuiesceEndGuestQuiesceError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegKeyNameSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegKeyRecordSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestRegKeyWowSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueBinarySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueDataSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueDwordSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueExpandStringSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueMultiStringSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueNameSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueQwordSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegValueStringSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyAlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyHasSubkeys(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyInvalid(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyParentVolatile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryValueFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryValueNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestScreenInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestStackInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestWindowsFileAttributes(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestWindowsProgramSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -227,37 +516,13 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::GuestPermissionDenied(_) => "GuestPermissionDenied",
-            Object::GuestPosixFileAttributes(_) => "GuestPosixFileAttributes",
-            Object::GuestProcessInfo(_) => "GuestProcessInfo",
-            #[cfg(feature = "all-faults")] Object::GuestProcessNotFound(_) => "GuestProcessNotFound",
-            Object::GuestProgramSpec(_) => "GuestProgramSpec",
+            Object::GuestFileType(_) => "GuestFileType",
+            Object::GuestInfoAppStateType(_) => "GuestInfoAppStateType",
+            Object::GuestInfoCustomizationStatus(_) => "GuestInfoCustomizationStatus",
+            Object::GuestOsDescriptorFirmwareType(_) => "GuestOsDescriptorFirmwareType",
+            Object::GuestOsDescriptorSupportLevel(_) => "GuestOsDescriptorSupportLevel",
             Object::GuestQuiesceEndGuestQuiesceError(_) => "GuestQuiesceEndGuestQuiesceError",
-            Object::GuestRegKeyNameSpec(_) => "GuestRegKeyNameSpec",
-            Object::GuestRegKeyRecordSpec(_) => "GuestRegKeyRecordSpec",
-            Object::GuestRegKeySpec(_) => "GuestRegKeySpec",
             Object::GuestRegKeyWowSpec(_) => "GuestRegKeyWowSpec",
-            Object::GuestRegValueBinarySpec(_) => "GuestRegValueBinarySpec",
-            Object::GuestRegValueDataSpec(_) => "GuestRegValueDataSpec",
-            Object::GuestRegValueDwordSpec(_) => "GuestRegValueDwordSpec",
-            Object::GuestRegValueExpandStringSpec(_) => "GuestRegValueExpandStringSpec",
-            Object::GuestRegValueMultiStringSpec(_) => "GuestRegValueMultiStringSpec",
-            Object::GuestRegValueNameSpec(_) => "GuestRegValueNameSpec",
-            Object::GuestRegValueQwordSpec(_) => "GuestRegValueQwordSpec",
-            Object::GuestRegValueSpec(_) => "GuestRegValueSpec",
-            Object::GuestRegValueStringSpec(_) => "GuestRegValueStringSpec",
-            #[cfg(feature = "all-faults")] Object::GuestRegistryFault(_) => "GuestRegistryFault",
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyAlreadyExists(_) => "GuestRegistryKeyAlreadyExists",
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyFault(_) => "GuestRegistryKeyFault",
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyHasSubkeys(_) => "GuestRegistryKeyHasSubkeys",
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyInvalid(_) => "GuestRegistryKeyInvalid",
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyParentVolatile(_) => "GuestRegistryKeyParentVolatile",
-            #[cfg(feature = "all-faults")] Object::GuestRegistryValueFault(_) => "GuestRegistryValueFault",
-            #[cfg(feature = "all-faults")] Object::GuestRegistryValueNotFound(_) => "GuestRegistryValueNotFound",
-            Object::GuestScreenInfo(_) => "GuestScreenInfo",
-            Object::GuestStackInfo(_) => "GuestStackInfo",
-            Object::GuestWindowsFileAttributes(_) => "GuestWindowsFileAttributes",
-            Object::GuestWindowsProgramSpec(_) => "GuestWindowsProgramSpec",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -277,119 +542,95 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::GuestPermissionDenied(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestPosixFileAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestProcessInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestProcessNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestProgramSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestFileType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestInfoAppStateType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestInfoCustomizationStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestOsDescriptorFirmwareType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestOsDescriptorSupportLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestQuiesceEndGuestQuiesceError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegKeyNameSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegKeyRecordSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestRegKeyWowSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueBinarySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueDataSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueDwordSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueExpandStringSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueMultiStringSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueNameSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueQwordSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegValueStringSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyAlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyHasSubkeys(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyInvalid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyParentVolatile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryValueFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryValueNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestScreenInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestStackInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestWindowsFileAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestWindowsProgramSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for GuestPermissionDenied {
+impl x::ObjectType for GuestFileType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::GuestPermissionDenied(value)
+        Object::GuestFileType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestPermissionDenied(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::GuestFileType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestPermissionDenied(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::GuestFileType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestPosixFileAttributes {
+impl x::ObjectType for GuestInfoAppStateType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::GuestPosixFileAttributes(value)
+        Object::GuestInfoAppStateType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestPosixFileAttributes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::GuestInfoAppStateType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestPosixFileAttributes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::GuestInfoAppStateType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestProcessInfo {
+impl x::ObjectType for GuestInfoCustomizationStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::GuestProcessInfo(value)
+        Object::GuestInfoCustomizationStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestProcessInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::GuestInfoCustomizationStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestProcessInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::GuestInfoCustomizationStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestProcessNotFound {
+impl x::ObjectType for GuestOsDescriptorFirmwareType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::GuestProcessNotFound(value)
+        Object::GuestOsDescriptorFirmwareType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestProcessNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::GuestOsDescriptorFirmwareType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestProcessNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::GuestOsDescriptorFirmwareType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestProgramSpec {
+impl x::ObjectType for GuestOsDescriptorSupportLevel {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::GuestProgramSpec(value)
+        Object::GuestOsDescriptorSupportLevel(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestProgramSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::GuestOsDescriptorSupportLevel(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestProgramSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::GuestOsDescriptorSupportLevel(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -401,59 +642,11 @@ impl x::ObjectType for GuestQuiesceEndGuestQuiesceError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestQuiesceEndGuestQuiesceError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::GuestQuiesceEndGuestQuiesceError(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestQuiesceEndGuestQuiesceError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegKeyNameSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegKeyNameSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegKeyNameSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegKeyNameSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegKeyRecordSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegKeyRecordSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegKeyRecordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegKeyRecordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegKeySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegKeySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::GuestQuiesceEndGuestQuiesceError(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -465,346 +658,10 @@ impl x::ObjectType for GuestRegKeyWowSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegKeyWowSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::GuestRegKeyWowSpec(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegKeyWowSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueBinarySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueBinarySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueBinarySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueBinarySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueDataSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueDataSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueDataSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueDataSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueDwordSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueDwordSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueDwordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueDwordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueExpandStringSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueExpandStringSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueExpandStringSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueExpandStringSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueMultiStringSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueMultiStringSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueMultiStringSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueMultiStringSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueNameSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueNameSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueNameSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueNameSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueQwordSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueQwordSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueQwordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueQwordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestRegValueStringSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegValueStringSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueStringSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueStringSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegistryFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyAlreadyExists {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegistryKeyAlreadyExists(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyAlreadyExists(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyAlreadyExists(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegistryKeyFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyHasSubkeys {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegistryKeyHasSubkeys(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyHasSubkeys(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyHasSubkeys(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyInvalid {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegistryKeyInvalid(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyInvalid(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyInvalid(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyParentVolatile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegistryKeyParentVolatile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyParentVolatile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyParentVolatile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryValueFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegistryValueFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryValueFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryValueFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryValueNotFound {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestRegistryValueNotFound(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryValueNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryValueNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestScreenInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestScreenInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestScreenInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestScreenInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestStackInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestStackInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestStackInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestStackInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestWindowsFileAttributes {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestWindowsFileAttributes(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestWindowsFileAttributes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestWindowsFileAttributes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for GuestWindowsProgramSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::GuestWindowsProgramSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestWindowsProgramSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestWindowsProgramSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::GuestRegKeyWowSpec(v) => Ok(v), other => Err(other), }
     }
 }

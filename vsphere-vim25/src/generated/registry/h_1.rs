@@ -71,6 +71,63 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0xdfe21d), x::Name(0xea3c09), 305, 0), // HostCnxFailedBadUsernameEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xe0001c), x::Name(0xea3c09), 305, 0), // HostCnxFailedBadVersionEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xe01d20), x::Name(0xea3c09), 305, 0), // HostCnxFailedCcagentUpgradeEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe03e12), x::Name(0xea3c09), 305, 0), // HostCnxFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0511e), x::Name(0xea3c09), 305, 0), // HostCnxFailedNetworkErrorEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0701a), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoAccessEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe08b1e), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoConnectionEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0aa1b), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoLicenseEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0c61a), x::Name(0xea3c09), 305, 0), // HostCnxFailedNotFoundEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0e119), x::Name(0xea3c09), 305, 0), // HostCnxFailedTimeoutEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0fb11), x::Name(0x19b140c), 305, 0), // HostCommunication: RuntimeFault
+        x::TypeEntry::structure(x::Name(0xe10d1a), x::Name(0xea3c09), 305, 1), // HostComplianceCheckedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe12812), x::Name(0xea3c09), 306, 0), // HostCompliantEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe13b16), x::Name(0xea3c09), 306, 0), // HostConfigAppliedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe15210), x::Name(0xbb9c0b), 306, 0), // HostConfigChange: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe16314), 49, 2), // HostConfigChangeMode
+        x::TypeEntry::enumeration(x::Name(0xe17819), 51, 4), // HostConfigChangeOperation
+        x::TypeEntry::enumeration(x::Name(0xe19215), 55, 2), // HostConfigChangeOwner
+        x::TypeEntry::structure(x::Name(0xe1a810), x::Name(0xe1b90f), 306, 1), // HostConfigFailed: HostConfigFault
+        x::TypeEntry::structure(x::Name(0xe1b90f), x::Name(0x1d94808), 307, 0), // HostConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0xe1c90e), x::Name(0xbb9c0b), 307, 59), // HostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1d811), x::Name(0xbb9c0b), 366, 39), // HostConfigManager: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1ea0e), x::Name(0xbb9c0b), 405, 19), // HostConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1f911), x::Name(0xbb9c0b), 424, 10), // HostConfigSummary: DynamicData
+        x::TypeEntry::request(x::Name(0xe20b20), 434, 2), // HostConfigVFlashCacheRequestType
+        x::TypeEntry::request(x::Name(0xe22c26), 436, 2), // HostConfigureVFlashResourceRequestType
+        x::TypeEntry::structure(x::Name(0xe25310), x::Name(0x1d94808), 438, 0), // HostConnectFault: VimFault
+        x::TypeEntry::structure(x::Name(0xe2640f), x::Name(0xbb9c0b), 438, 10), // HostConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2741a), x::Name(0xbb9c0b), 448, 1), // HostConnectInfoNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe28f0f), x::Name(0xbb9c0b), 449, 13), // HostConnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe29f12), x::Name(0xea3c09), 462, 0), // HostConnectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe2b217), x::Name(0xea3c09), 462, 0), // HostConnectionLostEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe2ca0d), x::Name(0xbb9c0b), 462, 6), // HostCpuIdInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2d80b), x::Name(0xbb9c0b), 468, 4), // HostCpuInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2e40e), x::Name(0xbb9c0b), 472, 10), // HostCpuPackage: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe2f314), 57, 5), // HostCpuPackageVendor
+        x::TypeEntry::structure(x::Name(0xe3081a), x::Name(0xbb9c0b), 482, 2), // HostCpuPowerManagementInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe32324), 62, 3), // HostCpuPowerManagementInfoPolicyType
+        x::TypeEntry::structure(x::Name(0xe34814), x::Name(0xbb9c0b), 484, 1), // HostCpuSchedulerInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe35d2a), 65, 3), // HostCpuSchedulerInfoCpuSchedulerPolicyInfo
+        x::TypeEntry::request(x::Name(0xe38819), 485, 2), // HostCreateDiskRequestType
+        x::TypeEntry::enumeration(x::Name(0xe3a20f), 68, 4), // HostCryptoState
+        x::TypeEntry::enumeration(x::Name(0xe3b21b), 72, 2), // HostDVSConfigSpecSwitchMode
+        x::TypeEntry::structure(x::Name(0xe3ce14), x::Name(0xea3c09), 487, 0), // HostDasDisabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe3e315), x::Name(0xea3c09), 487, 0), // HostDasDisablingEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe3f913), x::Name(0xea3c09), 487, 0), // HostDasEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe40d14), x::Name(0xea3c09), 487, 0), // HostDasEnablingEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe42211), x::Name(0xea3c09), 487, 2), // HostDasErrorEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xe43423), 74, 8), // HostDasErrorEventHostDasErrorReason
+        x::TypeEntry::structure(x::Name(0xe4580c), x::Name(0xea3c09), 489, 0), // HostDasEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe4650e), x::Name(0xea3c09), 489, 0), // HostDasOkEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe4741f), x::Name(0xbb9c0b), 489, 1), // HostDataTransportConnectionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe49421), x::Name(0xbb9c0b), 490, 3), // HostDatastoreBrowserSearchResults: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4b61e), x::Name(0xbb9c0b), 493, 5), // HostDatastoreBrowserSearchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4d518), x::Name(0xbb9c0b), 498, 1), // HostDatastoreConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4ee1e), x::Name(0xe4d518), 499, 1), // HostDatastoreExistsConnectInfo: HostDatastoreConnectInfo
+        x::TypeEntry::structure(x::Name(0xe50d24), x::Name(0xe4d518), 500, 1), // HostDatastoreNameConflictConnectInfo: HostDatastoreConnectInfo
+        x::TypeEntry::structure(x::Name(0xe5321f), x::Name(0xbb9c0b), 501, 4), // HostDatastoreSystemCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xe55222), x::Name(0xbb9c0b), 505, 2), // HostDatastoreSystemDatastoreResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe57524), x::Name(0xbb9c0b), 507, 2), // HostDatastoreSystemVvolDatastoreSpec: DynamicData
     ],
     decode,
     fields: &[
@@ -379,6 +436,210 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228630d)), // spec: VslmCloneSpec
         x::FieldEntry::required(x::Name(0x31e4d0a), x::Name(0x3344606)), // serverName: string
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
+        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x13d6214)), // failure: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
+        x::FieldEntry::optional(x::Name(0x2662e0e), x::Name(0xe66012)), // deploymentInfo: HostDeploymentInfo
+        x::FieldEntry::optional(x::Name(0x2a2240b), x::Name(0xefcf1b)), // hyperThread: HostHyperThreadScheduleInfo
+        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0xe34814)), // cpuScheduler: HostCpuSchedulerInfo
+        x::FieldEntry::optional(x::Name(0x2528c12), x::Name(0x1a2131d)), // consoleReservation: ServiceConsoleReservationInfo
+        x::FieldEntry::optional(x::Name(0x3590e19), x::Name(0x1f58423)), // virtualMachineReservation: VirtualMachineMemoryReservationInfo
+        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
+        x::FieldEntry::optional(x::Name(0x2cff70e), x::Name(0xfc4116)), // multipathState: HostMultipathStateInfo
+        x::FieldEntry::optional(x::Name(0x28a2210), x::Name(0xec1018)), // fileSystemVolume: HostFileSystemVolumeInfo
+        x::FieldEntry::repeated(x::Name(0x33c380a), x::Name(0x3344606)), // systemFile: string
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfe2c0f)), // network: HostNetworkInfo
+        x::FieldEntry::optional(x::Name(0x364c307), x::Name(0x11cb80f)), // vmotion: HostVMotionInfo
+        x::FieldEntry::optional(x::Name(0x359e515), x::Name(0x11e9119)), // virtualNicManagerInfo: HostVirtualNicManagerInfo
+        x::FieldEntry::optional(x::Name(0x243e10c), x::Name(0xfd4a13)), // capabilities: HostNetCapabilities
+        x::FieldEntry::optional(x::Name(0x25ecb15), x::Name(0xe5321f)), // datastoreCapabilities: HostDatastoreSystemCapabilities
+        x::FieldEntry::optional(x::Name(0x2e6b113), x::Name(0xfd5e1a)), // offloadCapabilities: HostNetOffloadCapabilities
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x110600f)), // service: HostServiceInfo
+        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec7610)), // firewall: HostFirewallInfo
+        x::FieldEntry::optional(x::Name(0x23b1809), x::Name(0xdcf71a)), // autoStart: HostAutoStartManagerConfig
+        x::FieldEntry::optional(x::Name(0x22dcd19), x::Name(0xe6b817)), // activeDiagnosticPartition: HostDiagnosticPartition
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::repeated(x::Name(0x2e98b09), x::Name(0x1564009)), // optionDef: OptionDef
+        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
+        x::FieldEntry::optional(x::Name(0x2bc9912), x::Name(0x13ff016)), // localSwapDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33cb717), x::Name(0x116351b)), // systemSwapConfiguration: HostSystemSwapConfiguration
+        x::FieldEntry::optional(x::Name(0x33c9a0f), x::Name(0x1161e16)), // systemResources: HostSystemResourceInfo
+        x::FieldEntry::optional(x::Name(0x2608e0c), x::Name(0xe5ad10)), // dateTimeInfo: HostDateTimeInfo
+        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0xed880c)), // flags: HostFlagInfo
+        x::FieldEntry::optional(x::Name(0x22f890d), x::Name(0x2405e07)), // adminDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::optional(x::Name(0x2aff704), x::Name(0xf62d0c)), // ipmi: HostIpmiInfo
+        x::FieldEntry::optional(x::Name(0x32d9611), x::Name(0x1138015)), // sslThumbprintInfo: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x32d8411), x::Name(0x1138015)), // sslThumbprintData: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x2396412), x::Name(0xdca616)), // authenticationData: HostAuthenticationInfo
+        x::FieldEntry::repeated(x::Name(0x2456c0b), x::Name(0x2420604)), // certificate: byte
+        x::FieldEntry::repeated(x::Name(0x2f2850f), x::Name(0x104b113)), // pciPassthruInfo: HostPciPassthruInfo
+        x::FieldEntry::optional(x::Name(0x2398d19), x::Name(0xdcbd1d)), // authenticationManagerInfo: HostAuthenticationManagerInfo
+        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
+        x::FieldEntry::optional(x::Name(0x2fbdd15), x::Name(0x167fb15)), // powerSystemCapability: PowerSystemCapability
+        x::FieldEntry::optional(x::Name(0x2fbf30f), x::Name(0x168110f)), // powerSystemInfo: PowerSystemInfo
+        x::FieldEntry::repeated(x::Name(0x242cf16), x::Name(0xdd911a)), // cacheConfigurationInfo: HostCacheConfigurationInfo
+        x::FieldEntry::optional(x::Name(0x36b7010), x::Name(0x2405e07)), // wakeOnLanCapable: boolean
+        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x2c19b17), x::Name(0xeab615)), // maskedFeatureCapability: HostFeatureCapability
+        x::FieldEntry::optional(x::Name(0x3520410), x::Name(0x11bc621)), // vFlashConfigInfo: HostVFlashManagerVFlashConfigInfo
+        x::FieldEntry::optional(x::Name(0x3683e0e), x::Name(0x2235812)), // vsanHostConfig: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x274340a), x::Name(0x3344606)), // domainList: string
+        x::FieldEntry::optional(x::Name(0x31a750e), x::Name(0x23e790c)), // scriptCheckSum: base64Binary
+        x::FieldEntry::optional(x::Name(0x29c1012), x::Name(0x23e790c)), // hostConfigCheckSum: base64Binary
+        x::FieldEntry::optional(x::Name(0x266a017), x::Name(0x23e790c)), // descriptionTreeCheckSum: base64Binary
+        x::FieldEntry::repeated(x::Name(0x2926e0c), x::Name(0xeeb410)), // graphicsInfo: HostGraphicsInfo
+        x::FieldEntry::repeated(x::Name(0x321fd16), x::Name(0x3344606)), // sharedPassthruGpuTypes: string
+        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
+        x::FieldEntry::repeated(x::Name(0x321a115), x::Name(0x111bb19)), // sharedGpuCapabilities: HostSharedGpuCapabilities
+        x::FieldEntry::repeated(x::Name(0x2ac670c), x::Name(0xf4d710)), // ioFilterInfo: HostIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0x32cfb0f), x::Name(0x1133b17)), // sriovDevicePool: HostSriovDevicePoolInfo
+        x::FieldEntry::repeated(x::Name(0x2377319), x::Name(0xdc3d1d)), // assignableHardwareBinding: HostAssignableHardwareBinding
+        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
+        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0x13ff016)), // cpuScheduler: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ff50f), x::Name(0x13ff016)), // datastoreSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c8090d), x::Name(0x13ff016)), // memoryManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3339a0d), x::Name(0x13ff016)), // storageSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d7180d), x::Name(0x13ff016)), // networkSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x365230d), x::Name(0x13ff016)), // vmotionSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x359d311), x::Name(0x13ff016)), // virtualNicManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31f7c0d), x::Name(0x13ff016)), // serviceSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28b780e), x::Name(0x13ff016)), // firewallSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2302d0e), x::Name(0x13ff016)), // advancedOption: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26ba010), x::Name(0x13ff016)), // diagnosticSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23b2210), x::Name(0x13ff016)), // autoStartManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x326cc0a), x::Name(0x13ff016)), // snmpSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2609b0e), x::Name(0x13ff016)), // dateTimeSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f20a0c), x::Name(0x13ff016)), // patchManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a39012), x::Name(0x13ff016)), // imageConfigManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2408010), x::Name(0x13ff016)), // bootDeviceSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28bba0e), x::Name(0x13ff016)), // firmwareSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29a5012), x::Name(0x13ff016)), // healthStatusSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f2a411), x::Name(0x13ff016)), // pciPassthruSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b9b20e), x::Name(0x13ff016)), // licenseManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b50a12), x::Name(0x13ff016)), // kernelModuleSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2397715), x::Name(0x13ff016)), // authenticationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2fbd10b), x::Name(0x13ff016)), // powerSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x242e619), x::Name(0x13ff016)), // cacheConfigurationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x280e913), x::Name(0x13ff016)), // esxAgentHostManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b3c80c), x::Name(0x13ff016)), // iscsiManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x352150d), x::Name(0x13ff016)), // vFlashManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x368f40a), x::Name(0x13ff016)), // vsanSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c95e0f), x::Name(0x13ff016)), // messageBusProxy: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x34fe80d), x::Name(0x13ff016)), // userDirectory: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22d0c0e), x::Name(0x13ff016)), // accountManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b5311), x::Name(0x13ff016)), // hostAccessManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2927b0f), x::Name(0x13ff016)), // graphicsManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3686012), x::Name(0x13ff016)), // vsanInternalSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2457812), x::Name(0x13ff016)), // certificateManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x258dd0d), x::Name(0x13ff016)), // cryptoManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e4e50c), x::Name(0x13ff016)), // nvdimmSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x237a619), x::Name(0x13ff016)), // assignableHardwareManager: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d1b90c), x::Name(0xfc8113)), // nasDatastore: HostNasVolumeConfig
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfde411)), // network: HostNetworkConfig
+        x::FieldEntry::repeated(x::Name(0x2d9bd10), x::Name(0x11ec825)), // nicTypeSelection: HostVirtualNicManagerNicTypeSelection
+        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x1104e11)), // service: HostServiceConfig
+        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec2912)), // firewall: HostFirewallConfig
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
+        x::FieldEntry::optional(x::Name(0x25f8418), x::Name(0x3344606)), // datastorePrincipalPasswd: string
+        x::FieldEntry::optional(x::Name(0x260aa08), x::Name(0xe59a12)), // datetime: HostDateTimeConfig
+        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
+        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf6bd0f)), // license: HostLicenseSpec
+        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0x10ff910)), // security: HostSecuritySpec
+        x::FieldEntry::repeated(x::Name(0x34f280b), x::Name(0xdb2a0f)), // userAccount: HostAccountSpec
+        x::FieldEntry::repeated(x::Name(0x350cb10), x::Name(0xdb2a0f)), // usergroupAccount: HostAccountSpec
+        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0xfa500e)), // memory: HostMemorySpec
+        x::FieldEntry::repeated(x::Name(0x22de70f), x::Name(0xdb3a13)), // activeDirectory: HostActiveDirectory
+        x::FieldEntry::repeated(x::Name(0x2918f0d), x::Name(0x134090b)), // genericConfig: KeyAnyValue
+        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
+        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
+        x::FieldEntry::required(x::Name(0x364e90e), x::Name(0x2405e07)), // vmotionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2873015), x::Name(0x2405e07)), // faultToleranceEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
+        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11b9f26)), // spec: HostVFlashManagerVFlashCacheConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11c1229)), // spec: HostVFlashManagerVFlashResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
+        x::FieldEntry::optional(x::Name(0x2a4090c), x::Name(0x2405e07)), // inDasCluster: boolean
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0xf6cd0f)), // host: HostListSummary
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x1fc6915)), // vm: VirtualMachineSummary
+        x::FieldEntry::optional(x::Name(0x3573b16), x::Name(0x2405e07)), // vimAccountNameRequired: boolean
+        x::FieldEntry::optional(x::Name(0x24b2810), x::Name(0x2405e07)), // clusterSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0xe2741a)), // network: HostConnectInfoNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0xe4d518)), // datastore: HostDatastoreConnectInfo
+        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf68e16)), // license: HostLicenseConnectInfo
+        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0xddc70e)), // capability: HostCapability
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x14c730e)), // summary: NetworkSummary
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x35dd008), x::Name(0x13ff016)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x3572c0e), x::Name(0x3344606)), // vimAccountName: string
+        x::FieldEntry::optional(x::Name(0x3575212), x::Name(0x3344606)), // vimAccountPassword: string
+        x::FieldEntry::optional(x::Name(0x2c0500c), x::Name(0x3344606)), // managementIp: string
+        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::optional(x::Name(0x29cef0b), x::Name(0xedc10f)), // hostGateway: HostGatewaySpec
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x278da03), x::Name(0x3344606)), // eax: string
+        x::FieldEntry::optional(x::Name(0x278de03), x::Name(0x3344606)), // ebx: string
+        x::FieldEntry::optional(x::Name(0x278e203), x::Name(0x3344606)), // ecx: string
+        x::FieldEntry::optional(x::Name(0x278fe03), x::Name(0x3344606)), // edx: string
+        x::FieldEntry::required(x::Name(0x2de8c0e), x::Name(0x3226a05)), // numCpuPackages: short
+        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
+        x::FieldEntry::required(x::Name(0x2a6a005), x::Name(0x3226a05)), // index: short
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
+        x::FieldEntry::required(x::Name(0x241df05), x::Name(0x2be5304)), // busHz: long
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x3405408), x::Name(0x3226a05)), // threadId: short
+        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3226a05)), // family: short
+        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3226a05)), // model: short
+        x::FieldEntry::optional(x::Name(0x331c508), x::Name(0x3226a05)), // stepping: short
+        x::FieldEntry::optional(x::Name(0x25ae90d), x::Name(0x3344606)), // currentPolicy: string
+        x::FieldEntry::optional(x::Name(0x297db0f), x::Name(0x3344606)), // hardwareSupport: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228710e)), // spec: VslmCreateSpec
+        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x3306114), x::Name(0x2be5304)), // staticMemoryConsumed: long
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28ca90a), x::Name(0x3344606)), // folderPath: string
+        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0xcb4308)), // file: FileInfo
+        x::FieldEntry::repeated(x::Name(0x304c205), x::Name(0xcba409)), // query: FileQuery
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0xcbae0e)), // details: FileQueryFlags
+        x::FieldEntry::optional(x::Name(0x31b5115), x::Name(0x2405e07)), // searchCaseInsensitive: boolean
+        x::FieldEntry::repeated(x::Name(0x2c1e20c), x::Name(0x3344606)), // matchPattern: string
+        x::FieldEntry::optional(x::Name(0x327f910), x::Name(0x2405e07)), // sortFoldersFirst: boolean
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x993510)), // summary: DatastoreSummary
+        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
+        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
+        x::FieldEntry::required(x::Name(0x2d8c918), x::Name(0x2405e07)), // nfsMountCreationRequired: boolean
+        x::FieldEntry::required(x::Name(0x2d8e219), x::Name(0x2405e07)), // nfsMountCreationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bc6d17), x::Name(0x2405e07)), // localDatastoreSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3634b1c), x::Name(0x2405e07)), // vmfsExtentExpansionSupported: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
     ],
     values: &[
         x::Name(0x1414606), // Memory
@@ -430,71 +691,190 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x17e0908), // RSA_2048
         x::Name(0x17e1208), // RSA_3072
         x::Name(0x17e1b08), // RSA_4096
+        x::Name(0x2cd8606), // modify
+        x::Name(0x30df307), // replace
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x278e604), // edit
+        x::Name(0x2a36806), // ignore
+        x::Name(0x1483603), // NSX
+        x::Name(0x1d38504), // VSAN
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2a95405), // intel
+        x::Name(0x233e303), // amd
+        x::Name(0x2a21e05), // hygon
+        x::Name(0x2366003), // arm
+        x::Name(0x2e68003), // off
+        x::Name(0x3309b0c), // staticPolicy
+        x::Name(0x278530d), // dynamicPolicy
+        x::Name(0x33c2a0d), // systemDefault
+        x::Name(0x3197905), // scav1
+        x::Name(0x3197f05), // scav2
+        x::Name(0x2a50509), // incapable
+        x::Name(0x2fde008), // prepared
+        x::Name(0x3187904), // safe
+        x::Name(0x2f32810), // pendingIncapable
+        x::Name(0x2db2606), // normal
+        x::Name(0x2d10603), // mux
+        x::Name(0x24ec50c), // configFailed
+        x::Name(0x3410207), // timeout
+        x::Name(0x24c1b17), // communicationInitFailed
+        x::Name(0x299e617), // healthCheckScriptFailed
+        x::Name(0x230be0b), // agentFailed
+        x::Name(0x230e30d), // agentShutdown
+        x::Name(0x2b4251a), // isolationAddressUnpingable
+        x::Name(0x2eadc05), // other
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "all-faults")] 0 => return Some(x::decode_struct_object::<HAErrorsAtDest>(r)),
+        6 => return Some(x::decode_struct_object::<HbrDiskMigrationAction>(r)),
+        7 => return Some(x::decode_struct_object::<HbrManagerReplicationVmInfo>(r)),
+        8 => return Some(x::decode_struct_object::<HbrManagerVmReplicationCapability>(r)),
+        9 => return Some(x::decode_struct_object::<HbrReplicationTargetSpec>(r)),
+        10 => return Some(x::decode_struct_object::<HbrTargetSpec>(r)),
+        11 => return Some(x::decode_struct_object::<HbrTargetSpecReplacement>(r)),
+        #[cfg(feature = "all-events")] 12 => return Some(x::decode_struct_object::<HealthStatusChangedEvent>(r)),
+        13 => return Some(x::decode_struct_object::<HealthSystemRuntime>(r)),
+        #[cfg(feature = "admin")] 14 => return Some(x::decode_struct_object::<HealthUpdate>(r)),
+        #[cfg(feature = "admin")] 15 => return Some(x::decode_struct_object::<HealthUpdateInfo>(r)),
+        #[cfg(feature = "all-faults")] 17 => return Some(x::decode_struct_object::<HeterogenousHostsBlockingEVC>(r)),
+        #[cfg(feature = "admin")] 18 => return Some(x::decode_struct_object::<HostAccessControlEntry>(r)),
+        #[cfg(feature = "all-faults")] 20 => return Some(x::decode_struct_object::<HostAccessRestrictedToManagementServer>(r)),
+        21 => return Some(x::decode_struct_object::<HostAccountSpec>(r)),
+        #[cfg(feature = "admin")] 22 => return Some(x::decode_struct_object::<HostActiveDirectory>(r)),
+        #[cfg(feature = "admin")] 24 => return Some(x::decode_struct_object::<HostActiveDirectoryInfo>(r)),
+        #[cfg(feature = "admin")] 26 => return Some(x::decode_struct_object::<HostActiveDirectorySpec>(r)),
+        #[cfg(feature = "all-events")] 27 => return Some(x::decode_struct_object::<HostAddFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 28 => return Some(x::decode_struct_object::<HostAddedEvent>(r)),
+        #[cfg(feature = "all-events")] 29 => return Some(x::decode_struct_object::<HostAdminDisableEvent>(r)),
+        #[cfg(feature = "all-events")] 30 => return Some(x::decode_struct_object::<HostAdminEnableEvent>(r)),
+        31 => return Some(x::decode_struct_object::<HostApplyProfile>(r)),
+        #[cfg(feature = "admin")] 32 => return Some(x::decode_struct_object::<HostAssignableHardwareBinding>(r)),
+        #[cfg(feature = "admin")] 33 => return Some(x::decode_struct_object::<HostAssignableHardwareConfig>(r)),
+        #[cfg(feature = "admin")] 34 => return Some(x::decode_struct_object::<HostAssignableHardwareConfigAttributeOverride>(r)),
+        #[cfg(feature = "admin")] 35 => return Some(x::decode_struct_object::<HostAuthenticationInfo>(r)),
+        #[cfg(feature = "admin")] 36 => return Some(x::decode_struct_object::<HostAuthenticationManagerInfo>(r)),
+        #[cfg(feature = "admin")] 37 => return Some(x::decode_struct_object::<HostAuthenticationStoreInfo>(r)),
+        #[cfg(feature = "admin")] 38 => return Some(x::decode_struct_object::<HostAutoStartManagerConfig>(r)),
+        #[cfg(feature = "admin")] 39 => return Some(x::decode_struct_object::<HostBIOSInfo>(r)),
+        #[cfg(feature = "admin")] 41 => return Some(x::decode_struct_object::<HostBlockAdapterTargetTransport>(r)),
+        #[cfg(feature = "admin")] 42 => return Some(x::decode_struct_object::<HostBlockHba>(r)),
+        #[cfg(feature = "admin")] 43 => return Some(x::decode_struct_object::<HostBootDevice>(r)),
+        #[cfg(feature = "admin")] 44 => return Some(x::decode_struct_object::<HostBootDeviceInfo>(r)),
+        #[cfg(feature = "admin")] 45 => return Some(x::decode_struct_object::<HostCacheConfigurationInfo>(r)),
+        #[cfg(feature = "admin")] 46 => return Some(x::decode_struct_object::<HostCacheConfigurationSpec>(r)),
+        47 => return Some(x::decode_struct_object::<HostCapability>(r)),
+        #[cfg(feature = "admin")] 52 => return Some(x::decode_struct_object::<HostCertificateManagerCertificateInfo>(r)),
+        #[cfg(feature = "admin")] 55 => return Some(x::decode_struct_object::<HostCertificateManagerCertificateSpec>(r)),
+        #[cfg(feature = "all-events")] 59 => return Some(x::decode_struct_object::<HostCnxFailedAccountFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 60 => return Some(x::decode_struct_object::<HostCnxFailedAlreadyManagedEvent>(r)),
+        #[cfg(feature = "all-events")] 61 => return Some(x::decode_struct_object::<HostCnxFailedBadCcagentEvent>(r)),
+        #[cfg(feature = "all-events")] 62 => return Some(x::decode_struct_object::<HostCnxFailedBadUsernameEvent>(r)),
+        #[cfg(feature = "all-events")] 63 => return Some(x::decode_struct_object::<HostCnxFailedBadVersionEvent>(r)),
+        #[cfg(feature = "all-events")] 64 => return Some(x::decode_struct_object::<HostCnxFailedCcagentUpgradeEvent>(r)),
+        #[cfg(feature = "all-events")] 65 => return Some(x::decode_struct_object::<HostCnxFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 66 => return Some(x::decode_struct_object::<HostCnxFailedNetworkErrorEvent>(r)),
+        #[cfg(feature = "all-events")] 67 => return Some(x::decode_struct_object::<HostCnxFailedNoAccessEvent>(r)),
+        #[cfg(feature = "all-events")] 68 => return Some(x::decode_struct_object::<HostCnxFailedNoConnectionEvent>(r)),
+        #[cfg(feature = "all-events")] 69 => return Some(x::decode_struct_object::<HostCnxFailedNoLicenseEvent>(r)),
+        #[cfg(feature = "all-events")] 70 => return Some(x::decode_struct_object::<HostCnxFailedNotFoundEvent>(r)),
+        #[cfg(feature = "all-events")] 71 => return Some(x::decode_struct_object::<HostCnxFailedTimeoutEvent>(r)),
+        72 => return Some(x::decode_struct_object::<HostCommunication>(r)),
+        #[cfg(feature = "all-events")] 73 => return Some(x::decode_struct_object::<HostComplianceCheckedEvent>(r)),
+        #[cfg(feature = "all-events")] 74 => return Some(x::decode_struct_object::<HostCompliantEvent>(r)),
+        #[cfg(feature = "all-events")] 75 => return Some(x::decode_struct_object::<HostConfigAppliedEvent>(r)),
+        76 => return Some(x::decode_struct_object::<HostConfigChange>(r)),
+        #[cfg(feature = "all-faults")] 80 => return Some(x::decode_struct_object::<HostConfigFailed>(r)),
+        #[cfg(feature = "all-faults")] 81 => return Some(x::decode_struct_object::<HostConfigFault>(r)),
+        #[cfg(feature = "admin")] 82 => return Some(x::decode_struct_object::<HostConfigInfo>(r)),
+        83 => return Some(x::decode_struct_object::<HostConfigManager>(r)),
+        #[cfg(feature = "admin")] 84 => return Some(x::decode_struct_object::<HostConfigSpec>(r)),
+        85 => return Some(x::decode_struct_object::<HostConfigSummary>(r)),
+        #[cfg(feature = "all-faults")] 88 => return Some(x::decode_struct_object::<HostConnectFault>(r)),
+        89 => return Some(x::decode_struct_object::<HostConnectInfo>(r)),
+        90 => return Some(x::decode_struct_object::<HostConnectInfoNetworkInfo>(r)),
+        91 => return Some(x::decode_struct_object::<HostConnectSpec>(r)),
+        #[cfg(feature = "all-events")] 92 => return Some(x::decode_struct_object::<HostConnectedEvent>(r)),
+        #[cfg(feature = "all-events")] 93 => return Some(x::decode_struct_object::<HostConnectionLostEvent>(r)),
+        94 => return Some(x::decode_struct_object::<HostCpuIdInfo>(r)),
+        #[cfg(feature = "admin")] 95 => return Some(x::decode_struct_object::<HostCpuInfo>(r)),
+        #[cfg(feature = "admin")] 96 => return Some(x::decode_struct_object::<HostCpuPackage>(r)),
+        #[cfg(feature = "admin")] 98 => return Some(x::decode_struct_object::<HostCpuPowerManagementInfo>(r)),
+        #[cfg(feature = "admin")] 100 => return Some(x::decode_struct_object::<HostCpuSchedulerInfo>(r)),
+        #[cfg(feature = "all-events")] 105 => return Some(x::decode_struct_object::<HostDasDisabledEvent>(r)),
+        #[cfg(feature = "all-events")] 106 => return Some(x::decode_struct_object::<HostDasDisablingEvent>(r)),
+        #[cfg(feature = "all-events")] 107 => return Some(x::decode_struct_object::<HostDasEnabledEvent>(r)),
+        #[cfg(feature = "all-events")] 108 => return Some(x::decode_struct_object::<HostDasEnablingEvent>(r)),
+        #[cfg(feature = "all-events")] 109 => return Some(x::decode_struct_object::<HostDasErrorEvent>(r)),
+        #[cfg(feature = "all-events")] 111 => return Some(x::decode_struct_object::<HostDasEvent>(r)),
+        #[cfg(feature = "all-events")] 112 => return Some(x::decode_struct_object::<HostDasOkEvent>(r)),
+        113 => return Some(x::decode_struct_object::<HostDataTransportConnectionInfo>(r)),
+        114 => return Some(x::decode_struct_object::<HostDatastoreBrowserSearchResults>(r)),
+        115 => return Some(x::decode_struct_object::<HostDatastoreBrowserSearchSpec>(r)),
+        116 => return Some(x::decode_struct_object::<HostDatastoreConnectInfo>(r)),
+        117 => return Some(x::decode_struct_object::<HostDatastoreExistsConnectInfo>(r)),
+        118 => return Some(x::decode_struct_object::<HostDatastoreNameConflictConnectInfo>(r)),
+        119 => return Some(x::decode_struct_object::<HostDatastoreSystemCapabilities>(r)),
+        120 => return Some(x::decode_struct_object::<HostDatastoreSystemDatastoreResult>(r)),
+        121 => return Some(x::decode_struct_object::<HostDatastoreSystemVvolDatastoreSpec>(r)),
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfoComponentType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessMode(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfoFirmwareType(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityDRTMTypes(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityFtUnsupportedReason(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityUnmapMethodSupported(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateInfoCertificateStatus(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateKind(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCryptoAlgorithm(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeMode(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOperation(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOwner(v), Err(e) => return Some(Err(e)) },
+        97 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackageVendor(v), Err(e) => return Some(Err(e)) },
+        99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPowerManagementInfoPolicyType(v), Err(e) => return Some(Err(e)) },
+        101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v), Err(e) => return Some(Err(e)) },
+        103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCryptoState(v), Err(e) => return Some(Err(e)) },
+        104 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDVSConfigSpecSwitchMode(v), Err(e) => return Some(Err(e)) },
+        110 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasErrorEventHostDasErrorReason(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "all-faults")] HAErrorsAtDest(Box<HAErrorsAtDest>),
-    HbrDiskMigrationAction(Box<HbrDiskMigrationAction>),
-    HbrManagerReplicationVmInfo(Box<HbrManagerReplicationVmInfo>),
-    HbrManagerVmReplicationCapability(Box<HbrManagerVmReplicationCapability>),
-    HbrReplicationTargetSpec(Box<HbrReplicationTargetSpec>),
-    HbrTargetSpec(Box<HbrTargetSpec>),
-    HbrTargetSpecReplacement(Box<HbrTargetSpecReplacement>),
-    #[cfg(feature = "all-events")] HealthStatusChangedEvent(Box<HealthStatusChangedEvent>),
-    HealthSystemRuntime(Box<HealthSystemRuntime>),
-    #[cfg(feature = "admin")] HealthUpdate(Box<HealthUpdate>),
-    #[cfg(feature = "admin")] HealthUpdateInfo(Box<HealthUpdateInfo>),
     HealthUpdateInfoComponentType(Box<HealthUpdateInfoComponentType>),
-    #[cfg(feature = "all-faults")] HeterogenousHostsBlockingEVC(Box<HeterogenousHostsBlockingEVC>),
-    #[cfg(feature = "admin")] HostAccessControlEntry(Box<HostAccessControlEntry>),
     #[cfg(feature = "admin")] HostAccessMode(Box<HostAccessMode>),
-    #[cfg(feature = "all-faults")] HostAccessRestrictedToManagementServer(Box<HostAccessRestrictedToManagementServer>),
-    HostAccountSpec(Box<HostAccountSpec>),
-    #[cfg(feature = "admin")] HostActiveDirectory(Box<HostActiveDirectory>),
     HostActiveDirectoryAuthenticationCertificateDigest(Box<HostActiveDirectoryAuthenticationCertificateDigest>),
-    #[cfg(feature = "admin")] HostActiveDirectoryInfo(Box<HostActiveDirectoryInfo>),
     HostActiveDirectoryInfoDomainMembershipStatus(Box<HostActiveDirectoryInfoDomainMembershipStatus>),
-    #[cfg(feature = "admin")] HostActiveDirectorySpec(Box<HostActiveDirectorySpec>),
-    #[cfg(feature = "all-events")] HostAddFailedEvent(Box<HostAddFailedEvent>),
-    #[cfg(feature = "all-events")] HostAddedEvent(Box<HostAddedEvent>),
-    #[cfg(feature = "all-events")] HostAdminDisableEvent(Box<HostAdminDisableEvent>),
-    #[cfg(feature = "all-events")] HostAdminEnableEvent(Box<HostAdminEnableEvent>),
-    HostApplyProfile(Box<HostApplyProfile>),
-    #[cfg(feature = "admin")] HostAssignableHardwareBinding(Box<HostAssignableHardwareBinding>),
-    #[cfg(feature = "admin")] HostAssignableHardwareConfig(Box<HostAssignableHardwareConfig>),
-    #[cfg(feature = "admin")] HostAssignableHardwareConfigAttributeOverride(Box<HostAssignableHardwareConfigAttributeOverride>),
-    #[cfg(feature = "admin")] HostAuthenticationInfo(Box<HostAuthenticationInfo>),
-    #[cfg(feature = "admin")] HostAuthenticationManagerInfo(Box<HostAuthenticationManagerInfo>),
-    #[cfg(feature = "admin")] HostAuthenticationStoreInfo(Box<HostAuthenticationStoreInfo>),
-    #[cfg(feature = "admin")] HostAutoStartManagerConfig(Box<HostAutoStartManagerConfig>),
-    #[cfg(feature = "admin")] HostBIOSInfo(Box<HostBIOSInfo>),
     HostBIOSInfoFirmwareType(Box<HostBIOSInfoFirmwareType>),
-    #[cfg(feature = "admin")] HostBlockAdapterTargetTransport(Box<HostBlockAdapterTargetTransport>),
-    #[cfg(feature = "admin")] HostBlockHba(Box<HostBlockHba>),
-    #[cfg(feature = "admin")] HostBootDevice(Box<HostBootDevice>),
-    #[cfg(feature = "admin")] HostBootDeviceInfo(Box<HostBootDeviceInfo>),
-    #[cfg(feature = "admin")] HostCacheConfigurationInfo(Box<HostCacheConfigurationInfo>),
-    #[cfg(feature = "admin")] HostCacheConfigurationSpec(Box<HostCacheConfigurationSpec>),
-    HostCapability(Box<HostCapability>),
     HostCapabilityDRTMTypes(Box<HostCapabilityDRTMTypes>),
     HostCapabilityFtUnsupportedReason(Box<HostCapabilityFtUnsupportedReason>),
     HostCapabilityUnmapMethodSupported(Box<HostCapabilityUnmapMethodSupported>),
     HostCapabilityVmDirectPathGen2UnsupportedReason(Box<HostCapabilityVmDirectPathGen2UnsupportedReason>),
-    #[cfg(feature = "admin")] HostCertificateManagerCertificateInfo(Box<HostCertificateManagerCertificateInfo>),
     HostCertificateManagerCertificateInfoCertificateStatus(Box<HostCertificateManagerCertificateInfoCertificateStatus>),
     HostCertificateManagerCertificateKind(Box<HostCertificateManagerCertificateKind>),
-    #[cfg(feature = "admin")] HostCertificateManagerCertificateSpec(Box<HostCertificateManagerCertificateSpec>),
     HostCertificateManagerCryptoAlgorithm(Box<HostCertificateManagerCryptoAlgorithm>),
-    #[cfg(feature = "all-events")] HostCnxFailedAccountFailedEvent(Box<HostCnxFailedAccountFailedEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedAlreadyManagedEvent(Box<HostCnxFailedAlreadyManagedEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedBadCcagentEvent(Box<HostCnxFailedBadCcagentEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedBadUsernameEvent(Box<HostCnxFailedBadUsernameEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedBadVersionEvent(Box<HostCnxFailedBadVersionEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedCcagentUpgradeEvent(Box<HostCnxFailedCcagentUpgradeEvent>),
+    HostConfigChangeMode(Box<HostConfigChangeMode>),
+    HostConfigChangeOperation(Box<HostConfigChangeOperation>),
+    HostConfigChangeOwner(Box<HostConfigChangeOwner>),
+    HostCpuPackageVendor(Box<HostCpuPackageVendor>),
+    HostCpuPowerManagementInfoPolicyType(Box<HostCpuPowerManagementInfoPolicyType>),
+    HostCpuSchedulerInfoCpuSchedulerPolicyInfo(Box<HostCpuSchedulerInfoCpuSchedulerPolicyInfo>),
+    HostCryptoState(Box<HostCryptoState>),
+    HostDVSConfigSpecSwitchMode(Box<HostDVSConfigSpecSwitchMode>),
+    HostDasErrorEventHostDasErrorReason(Box<HostDasErrorEventHostDasErrorReason>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -503,136 +883,30 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HAErrorsAtDest(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrDiskMigrationAction(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrManagerReplicationVmInfo(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrManagerVmReplicationCapability(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrReplicationTargetSpec(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrTargetSpec(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrTargetSpecReplacement(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthSystemRuntime(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdate(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfoComponentType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HeterogenousHostsBlockingEVC(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessMode(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessRestrictedToManagementServer(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccountSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectory(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfo(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectorySpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminDisableEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminEnableEvent(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostApplyProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationManagerInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAutoStartManagerConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfo(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfoFirmwareType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockAdapterTargetTransport(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockHba(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDevice(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDeviceInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationSpec(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapability(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityDRTMTypes(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityFtUnsupportedReason(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityUnmapMethodSupported(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateInfoCertificateStatus(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateKind(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateSpec(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCryptoAlgorithm(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAccountFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAlreadyManagedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadCcagentEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadUsernameEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadVersionEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedCcagentUpgradeEvent(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HbrDiskMigrationAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HbrManagerReplicationVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HbrManagerVmReplicationCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HbrReplicationTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HbrTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HbrTargetSpecReplacement(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HealthSystemRuntime(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HealthUpdateInfoComponentType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostAccessMode(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostActiveDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostActiveDirectorySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostAuthenticationManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostAutoStartManagerConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostBIOSInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostBIOSInfoFirmwareType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostBlockAdapterTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostBlockHba(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostBootDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityDRTMTypes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityFtUnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityUnmapMethodSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCertificateManagerCertificateKind(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCertificateManagerCryptoAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigChangeMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigChangeOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigChangeOwner(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuPackageVendor(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuPowerManagementInfoPolicyType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCryptoState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDVSConfigSpecSwitchMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasErrorEventHostDasErrorReason(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -646,64 +920,27 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(_) => "HAErrorsAtDest",
-            Object::HbrDiskMigrationAction(_) => "HbrDiskMigrationAction",
-            Object::HbrManagerReplicationVmInfo(_) => "HbrManagerReplicationVmInfo",
-            Object::HbrManagerVmReplicationCapability(_) => "HbrManagerVmReplicationCapability",
-            Object::HbrReplicationTargetSpec(_) => "HbrReplicationTargetSpec",
-            Object::HbrTargetSpec(_) => "HbrTargetSpec",
-            Object::HbrTargetSpecReplacement(_) => "HbrTargetSpecReplacement",
-            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(_) => "HealthStatusChangedEvent",
-            Object::HealthSystemRuntime(_) => "HealthSystemRuntime",
-            #[cfg(feature = "admin")] Object::HealthUpdate(_) => "HealthUpdate",
-            #[cfg(feature = "admin")] Object::HealthUpdateInfo(_) => "HealthUpdateInfo",
             Object::HealthUpdateInfoComponentType(_) => "HealthUpdateInfoComponentType",
-            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(_) => "HeterogenousHostsBlockingEVC",
-            #[cfg(feature = "admin")] Object::HostAccessControlEntry(_) => "HostAccessControlEntry",
             #[cfg(feature = "admin")] Object::HostAccessMode(_) => "HostAccessMode",
-            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(_) => "HostAccessRestrictedToManagementServer",
-            Object::HostAccountSpec(_) => "HostAccountSpec",
-            #[cfg(feature = "admin")] Object::HostActiveDirectory(_) => "HostActiveDirectory",
             Object::HostActiveDirectoryAuthenticationCertificateDigest(_) => "HostActiveDirectoryAuthenticationCertificateDigest",
-            #[cfg(feature = "admin")] Object::HostActiveDirectoryInfo(_) => "HostActiveDirectoryInfo",
             Object::HostActiveDirectoryInfoDomainMembershipStatus(_) => "HostActiveDirectoryInfoDomainMembershipStatus",
-            #[cfg(feature = "admin")] Object::HostActiveDirectorySpec(_) => "HostActiveDirectorySpec",
-            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(_) => "HostAddFailedEvent",
-            #[cfg(feature = "all-events")] Object::HostAddedEvent(_) => "HostAddedEvent",
-            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(_) => "HostAdminDisableEvent",
-            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(_) => "HostAdminEnableEvent",
-            Object::HostApplyProfile(_) => "HostApplyProfile",
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareBinding(_) => "HostAssignableHardwareBinding",
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfig(_) => "HostAssignableHardwareConfig",
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfigAttributeOverride(_) => "HostAssignableHardwareConfigAttributeOverride",
-            #[cfg(feature = "admin")] Object::HostAuthenticationInfo(_) => "HostAuthenticationInfo",
-            #[cfg(feature = "admin")] Object::HostAuthenticationManagerInfo(_) => "HostAuthenticationManagerInfo",
-            #[cfg(feature = "admin")] Object::HostAuthenticationStoreInfo(_) => "HostAuthenticationStoreInfo",
-            #[cfg(feature = "admin")] Object::HostAutoStartManagerConfig(_) => "HostAutoStartManagerConfig",
-            #[cfg(feature = "admin")] Object::HostBIOSInfo(_) => "HostBIOSInfo",
             Object::HostBIOSInfoFirmwareType(_) => "HostBIOSInfoFirmwareType",
-            #[cfg(feature = "admin")] Object::HostBlockAdapterTargetTransport(_) => "HostBlockAdapterTargetTransport",
-            #[cfg(feature = "admin")] Object::HostBlockHba(_) => "HostBlockHba",
-            #[cfg(feature = "admin")] Object::HostBootDevice(_) => "HostBootDevice",
-            #[cfg(feature = "admin")] Object::HostBootDeviceInfo(_) => "HostBootDeviceInfo",
-            #[cfg(feature = "admin")] Object::HostCacheConfigurationInfo(_) => "HostCacheConfigurationInfo",
-            #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(_) => "HostCacheConfigurationSpec",
-            Object::HostCapability(_) => "HostCapability",
             Object::HostCapabilityDRTMTypes(_) => "HostCapabilityDRTMTypes",
             Object::HostCapabilityFtUnsupportedReason(_) => "HostCapabilityFtUnsupportedReason",
             Object::HostCapabilityUnmapMethodSupported(_) => "HostCapabilityUnmapMethodSupported",
             Object::HostCapabilityVmDirectPathGen2UnsupportedReason(_) => "HostCapabilityVmDirectPathGen2UnsupportedReason",
-            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateInfo(_) => "HostCertificateManagerCertificateInfo",
             Object::HostCertificateManagerCertificateInfoCertificateStatus(_) => "HostCertificateManagerCertificateInfoCertificateStatus",
             Object::HostCertificateManagerCertificateKind(_) => "HostCertificateManagerCertificateKind",
-            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateSpec(_) => "HostCertificateManagerCertificateSpec",
             Object::HostCertificateManagerCryptoAlgorithm(_) => "HostCertificateManagerCryptoAlgorithm",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(_) => "HostCnxFailedAccountFailedEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(_) => "HostCnxFailedAlreadyManagedEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(_) => "HostCnxFailedBadCcagentEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(_) => "HostCnxFailedBadUsernameEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(_) => "HostCnxFailedBadVersionEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(_) => "HostCnxFailedCcagentUpgradeEvent",
+            Object::HostConfigChangeMode(_) => "HostConfigChangeMode",
+            Object::HostConfigChangeOperation(_) => "HostConfigChangeOperation",
+            Object::HostConfigChangeOwner(_) => "HostConfigChangeOwner",
+            Object::HostCpuPackageVendor(_) => "HostCpuPackageVendor",
+            Object::HostCpuPowerManagementInfoPolicyType(_) => "HostCpuPowerManagementInfoPolicyType",
+            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(_) => "HostCpuSchedulerInfoCpuSchedulerPolicyInfo",
+            Object::HostCryptoState(_) => "HostCryptoState",
+            Object::HostDVSConfigSpecSwitchMode(_) => "HostDVSConfigSpecSwitchMode",
+            Object::HostDasErrorEventHostDasErrorReason(_) => "HostDasErrorEventHostDasErrorReason",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -723,244 +960,31 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HbrDiskMigrationAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HbrManagerReplicationVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HbrManagerVmReplicationCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HbrReplicationTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HbrTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HbrTargetSpecReplacement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HealthSystemRuntime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HealthUpdateInfoComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostAccessMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostActiveDirectoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostActiveDirectorySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostAuthenticationManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostAutoStartManagerConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostBIOSInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostBIOSInfoFirmwareType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostBlockAdapterTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostBlockHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostBootDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityDRTMTypes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityFtUnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityUnmapMethodSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCertificateManagerCertificateKind(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCertificateManagerCryptoAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigChangeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigChangeOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigChangeOwner(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuPackageVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuPowerManagementInfoPolicyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCryptoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDVSConfigSpecSwitchMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasErrorEventHostDasErrorReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for HAErrorsAtDest {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HAErrorsAtDest(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HAErrorsAtDest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HAErrorsAtDest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HbrDiskMigrationAction {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HbrDiskMigrationAction(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrDiskMigrationAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrDiskMigrationAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HbrManagerReplicationVmInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HbrManagerReplicationVmInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrManagerReplicationVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrManagerReplicationVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HbrManagerVmReplicationCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HbrManagerVmReplicationCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrManagerVmReplicationCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrManagerVmReplicationCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HbrReplicationTargetSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HbrReplicationTargetSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrReplicationTargetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrReplicationTargetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HbrTargetSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HbrTargetSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrTargetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrTargetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HbrTargetSpecReplacement {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HbrTargetSpecReplacement(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrTargetSpecReplacement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrTargetSpecReplacement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HealthStatusChangedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HealthStatusChangedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthStatusChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthStatusChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HealthSystemRuntime {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HealthSystemRuntime(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthSystemRuntime(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthSystemRuntime(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HealthUpdate {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HealthUpdate(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HealthUpdateInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HealthUpdateInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthUpdateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthUpdateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for HealthUpdateInfoComponentType {
     type Object = Object;
@@ -975,38 +999,6 @@ impl x::ObjectType for HealthUpdateInfoComponentType {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::HealthUpdateInfoComponentType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for HeterogenousHostsBlockingEVC {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HeterogenousHostsBlockingEVC(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HeterogenousHostsBlockingEVC(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HeterogenousHostsBlockingEVC(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostAccessControlEntry {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAccessControlEntry(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAccessControlEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAccessControlEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1026,54 +1018,6 @@ impl x::ObjectType for HealthUpdateInfoComponentType {
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostAccessRestrictedToManagementServer {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAccessRestrictedToManagementServer(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAccessRestrictedToManagementServer(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAccessRestrictedToManagementServer(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostAccountSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAccountSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAccountSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAccountSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostActiveDirectory {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostActiveDirectory(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostActiveDirectory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostActiveDirectory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for HostActiveDirectoryAuthenticationCertificateDigest {
     type Object = Object;
     #[inline]
@@ -1087,22 +1031,6 @@ impl x::ObjectType for HostActiveDirectoryAuthenticationCertificateDigest {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostActiveDirectoryInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostActiveDirectoryInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostActiveDirectoryInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostActiveDirectoryInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1122,230 +1050,6 @@ impl x::ObjectType for HostActiveDirectoryInfoDomainMembershipStatus {
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostActiveDirectorySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostActiveDirectorySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostActiveDirectorySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostActiveDirectorySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostAddFailedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAddFailedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAddFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAddFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostAddedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAddedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAddedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAddedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostAdminDisableEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAdminDisableEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAdminDisableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAdminDisableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostAdminEnableEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAdminEnableEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAdminEnableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAdminEnableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostApplyProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostApplyProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostApplyProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostApplyProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostAssignableHardwareBinding {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAssignableHardwareBinding(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAssignableHardwareBinding(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAssignableHardwareBinding(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostAssignableHardwareConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAssignableHardwareConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAssignableHardwareConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAssignableHardwareConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostAssignableHardwareConfigAttributeOverride {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAssignableHardwareConfigAttributeOverride(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAssignableHardwareConfigAttributeOverride(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAssignableHardwareConfigAttributeOverride(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostAuthenticationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAuthenticationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAuthenticationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAuthenticationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostAuthenticationManagerInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAuthenticationManagerInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAuthenticationManagerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAuthenticationManagerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostAuthenticationStoreInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAuthenticationStoreInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAuthenticationStoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAuthenticationStoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostAutoStartManagerConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostAutoStartManagerConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAutoStartManagerConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAutoStartManagerConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostBIOSInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostBIOSInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBIOSInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBIOSInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for HostBIOSInfoFirmwareType {
     type Object = Object;
     #[inline]
@@ -1359,118 +1063,6 @@ impl x::ObjectType for HostBIOSInfoFirmwareType {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::HostBIOSInfoFirmwareType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostBlockAdapterTargetTransport {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostBlockAdapterTargetTransport(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBlockAdapterTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBlockAdapterTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostBlockHba {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostBlockHba(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBlockHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBlockHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostBootDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostBootDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBootDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBootDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostBootDeviceInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostBootDeviceInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBootDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBootDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostCacheConfigurationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCacheConfigurationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCacheConfigurationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCacheConfigurationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostCacheConfigurationSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCacheConfigurationSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCacheConfigurationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCacheConfigurationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1538,22 +1130,6 @@ impl x::ObjectType for HostCapabilityVmDirectPathGen2UnsupportedReason {
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostCertificateManagerCertificateInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCertificateManagerCertificateInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCertificateManagerCertificateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCertificateManagerCertificateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for HostCertificateManagerCertificateInfoCertificateStatus {
     type Object = Object;
     #[inline]
@@ -1586,22 +1162,6 @@ impl x::ObjectType for HostCertificateManagerCertificateKind {
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostCertificateManagerCertificateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCertificateManagerCertificateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCertificateManagerCertificateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCertificateManagerCertificateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for HostCertificateManagerCryptoAlgorithm {
     type Object = Object;
     #[inline]
@@ -1618,98 +1178,146 @@ impl x::ObjectType for HostCertificateManagerCryptoAlgorithm {
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedAccountFailedEvent {
+impl x::ObjectType for HostConfigChangeMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedAccountFailedEvent(value)
+        Object::HostConfigChangeMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedAccountFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostConfigChangeMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedAccountFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostConfigChangeMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedAlreadyManagedEvent {
+impl x::ObjectType for HostConfigChangeOperation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedAlreadyManagedEvent(value)
+        Object::HostConfigChangeOperation(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedAlreadyManagedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostConfigChangeOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedAlreadyManagedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostConfigChangeOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedBadCcagentEvent {
+impl x::ObjectType for HostConfigChangeOwner {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedBadCcagentEvent(value)
+        Object::HostConfigChangeOwner(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedBadCcagentEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostConfigChangeOwner(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedBadCcagentEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostConfigChangeOwner(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedBadUsernameEvent {
+impl x::ObjectType for HostCpuPackageVendor {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedBadUsernameEvent(value)
+        Object::HostCpuPackageVendor(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedBadUsernameEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostCpuPackageVendor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedBadUsernameEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostCpuPackageVendor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedBadVersionEvent {
+impl x::ObjectType for HostCpuPowerManagementInfoPolicyType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedBadVersionEvent(value)
+        Object::HostCpuPowerManagementInfoPolicyType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedBadVersionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedBadVersionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedCcagentUpgradeEvent {
+impl x::ObjectType for HostCpuSchedulerInfoCpuSchedulerPolicyInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedCcagentUpgradeEvent(value)
+        Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedCcagentUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedCcagentUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCryptoState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCryptoState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCryptoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCryptoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDVSConfigSpecSwitchMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDVSConfigSpecSwitchMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDVSConfigSpecSwitchMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDVSConfigSpecSwitchMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasErrorEventHostDasErrorReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasErrorEventHostDasErrorReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

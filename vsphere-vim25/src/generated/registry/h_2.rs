@@ -6,282 +6,137 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xe03e12), x::Name(0xea3c09), 0, 0), // HostCnxFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0511e), x::Name(0xea3c09), 0, 0), // HostCnxFailedNetworkErrorEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0701a), x::Name(0xea3c09), 0, 0), // HostCnxFailedNoAccessEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe08b1e), x::Name(0xea3c09), 0, 0), // HostCnxFailedNoConnectionEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0aa1b), x::Name(0xea3c09), 0, 0), // HostCnxFailedNoLicenseEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0c61a), x::Name(0xea3c09), 0, 0), // HostCnxFailedNotFoundEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0e119), x::Name(0xea3c09), 0, 0), // HostCnxFailedTimeoutEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0fb11), x::Name(0x19b140c), 0, 0), // HostCommunication: RuntimeFault
-        x::TypeEntry::structure(x::Name(0xe10d1a), x::Name(0xea3c09), 0, 1), // HostComplianceCheckedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe12812), x::Name(0xea3c09), 1, 0), // HostCompliantEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe13b16), x::Name(0xea3c09), 1, 0), // HostConfigAppliedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe15210), x::Name(0xbb9c0b), 1, 0), // HostConfigChange: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe16314), 0, 2), // HostConfigChangeMode
-        x::TypeEntry::enumeration(x::Name(0xe17819), 2, 4), // HostConfigChangeOperation
-        x::TypeEntry::enumeration(x::Name(0xe19215), 6, 2), // HostConfigChangeOwner
-        x::TypeEntry::structure(x::Name(0xe1a810), x::Name(0xe1b90f), 1, 1), // HostConfigFailed: HostConfigFault
-        x::TypeEntry::structure(x::Name(0xe1b90f), x::Name(0x1d94808), 2, 0), // HostConfigFault: VimFault
-        x::TypeEntry::structure(x::Name(0xe1c90e), x::Name(0xbb9c0b), 2, 59), // HostConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1d811), x::Name(0xbb9c0b), 61, 39), // HostConfigManager: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1ea0e), x::Name(0xbb9c0b), 100, 19), // HostConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1f911), x::Name(0xbb9c0b), 119, 10), // HostConfigSummary: DynamicData
-        x::TypeEntry::request(x::Name(0xe20b20), 129, 2), // HostConfigVFlashCacheRequestType
-        x::TypeEntry::request(x::Name(0xe22c26), 131, 2), // HostConfigureVFlashResourceRequestType
-        x::TypeEntry::structure(x::Name(0xe25310), x::Name(0x1d94808), 133, 0), // HostConnectFault: VimFault
-        x::TypeEntry::structure(x::Name(0xe2640f), x::Name(0xbb9c0b), 133, 10), // HostConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe2741a), x::Name(0xbb9c0b), 143, 1), // HostConnectInfoNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe28f0f), x::Name(0xbb9c0b), 144, 13), // HostConnectSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe29f12), x::Name(0xea3c09), 157, 0), // HostConnectedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe2b217), x::Name(0xea3c09), 157, 0), // HostConnectionLostEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe2ca0d), x::Name(0xbb9c0b), 157, 6), // HostCpuIdInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe2d80b), x::Name(0xbb9c0b), 163, 4), // HostCpuInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe2e40e), x::Name(0xbb9c0b), 167, 10), // HostCpuPackage: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe2f314), 8, 5), // HostCpuPackageVendor
-        x::TypeEntry::structure(x::Name(0xe3081a), x::Name(0xbb9c0b), 177, 2), // HostCpuPowerManagementInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe32324), 13, 3), // HostCpuPowerManagementInfoPolicyType
-        x::TypeEntry::structure(x::Name(0xe34814), x::Name(0xbb9c0b), 179, 1), // HostCpuSchedulerInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe35d2a), 16, 3), // HostCpuSchedulerInfoCpuSchedulerPolicyInfo
-        x::TypeEntry::request(x::Name(0xe38819), 180, 2), // HostCreateDiskRequestType
-        x::TypeEntry::enumeration(x::Name(0xe3a20f), 19, 4), // HostCryptoState
-        x::TypeEntry::enumeration(x::Name(0xe3b21b), 23, 2), // HostDVSConfigSpecSwitchMode
-        x::TypeEntry::structure(x::Name(0xe3ce14), x::Name(0xea3c09), 182, 0), // HostDasDisabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe3e315), x::Name(0xea3c09), 182, 0), // HostDasDisablingEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe3f913), x::Name(0xea3c09), 182, 0), // HostDasEnabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe40d14), x::Name(0xea3c09), 182, 0), // HostDasEnablingEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe42211), x::Name(0xea3c09), 182, 2), // HostDasErrorEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0xe43423), 25, 8), // HostDasErrorEventHostDasErrorReason
-        x::TypeEntry::structure(x::Name(0xe4580c), x::Name(0xea3c09), 184, 0), // HostDasEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe4650e), x::Name(0xea3c09), 184, 0), // HostDasOkEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe4741f), x::Name(0xbb9c0b), 184, 1), // HostDataTransportConnectionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe49421), x::Name(0xbb9c0b), 185, 3), // HostDatastoreBrowserSearchResults: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4b61e), x::Name(0xbb9c0b), 188, 5), // HostDatastoreBrowserSearchSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4d518), x::Name(0xbb9c0b), 193, 1), // HostDatastoreConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4ee1e), x::Name(0xe4d518), 194, 1), // HostDatastoreExistsConnectInfo: HostDatastoreConnectInfo
-        x::TypeEntry::structure(x::Name(0xe50d24), x::Name(0xe4d518), 195, 1), // HostDatastoreNameConflictConnectInfo: HostDatastoreConnectInfo
-        x::TypeEntry::structure(x::Name(0xe5321f), x::Name(0xbb9c0b), 196, 4), // HostDatastoreSystemCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xe55222), x::Name(0xbb9c0b), 200, 2), // HostDatastoreSystemDatastoreResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe57524), x::Name(0xbb9c0b), 202, 2), // HostDatastoreSystemVvolDatastoreSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe59a12), x::Name(0xbb9c0b), 204, 8), // HostDateTimeConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe5ad10), x::Name(0xbb9c0b), 212, 15), // HostDateTimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe5be18), 33, 2), // HostDateTimeInfoProtocol
-        x::TypeEntry::structure(x::Name(0xe5d723), x::Name(0xbb9c0b), 227, 2), // HostDateTimeSystemServiceTestResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe5fb1a), x::Name(0xbb9c0b), 229, 4), // HostDateTimeSystemTimeZone: DynamicData
-        x::TypeEntry::request(x::Name(0xe61625), 233, 4), // HostDeleteVStorageObjectExRequestType
-        x::TypeEntry::request(x::Name(0xe63c23), 237, 4), // HostDeleteVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xe66012), x::Name(0xbb9c0b), 241, 1), // HostDeploymentInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6730a), x::Name(0xbb9c0b), 242, 2), // HostDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0xe67e0f), x::Name(0xbb9c0b), 244, 2), // HostDhcpService: DynamicData
-        x::TypeEntry::structure(x::Name(0xe68e15), x::Name(0xbb9c0b), 246, 3), // HostDhcpServiceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6a413), x::Name(0xbb9c0b), 249, 8), // HostDhcpServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe59a12), x::Name(0xbb9c0b), 0, 8), // HostDateTimeConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe5ad10), x::Name(0xbb9c0b), 8, 15), // HostDateTimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe5be18), 0, 2), // HostDateTimeInfoProtocol
+        x::TypeEntry::structure(x::Name(0xe5d723), x::Name(0xbb9c0b), 23, 2), // HostDateTimeSystemServiceTestResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe5fb1a), x::Name(0xbb9c0b), 25, 4), // HostDateTimeSystemTimeZone: DynamicData
+        x::TypeEntry::request(x::Name(0xe61625), 29, 4), // HostDeleteVStorageObjectExRequestType
+        x::TypeEntry::request(x::Name(0xe63c23), 33, 4), // HostDeleteVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xe66012), x::Name(0xbb9c0b), 37, 1), // HostDeploymentInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6730a), x::Name(0xbb9c0b), 38, 2), // HostDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xe67e0f), x::Name(0xbb9c0b), 40, 2), // HostDhcpService: DynamicData
+        x::TypeEntry::structure(x::Name(0xe68e15), x::Name(0xbb9c0b), 42, 3), // HostDhcpServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6a413), x::Name(0xbb9c0b), 45, 8), // HostDhcpServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6b817), x::Name(0xbb9c0b), 53, 4), // HostDiagnosticPartition: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6d028), x::Name(0xbb9c0b), 57, 3), // HostDiagnosticPartitionCreateDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6f923), x::Name(0xbb9c0b), 60, 3), // HostDiagnosticPartitionCreateOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe71d21), x::Name(0xbb9c0b), 63, 5), // HostDiagnosticPartitionCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe73f0e), x::Name(0xbb9c0b), 68, 3), // HostDigestInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe74e1e), 2, 6), // HostDigestInfoDigestMethodType
+        x::TypeEntry::enumeration(x::Name(0xe76d1d), 8, 4), // HostDigestVerificationSetting
+        x::TypeEntry::structure(x::Name(0xe78b16), x::Name(0xdcdb1b), 71, 0), // HostDirectoryStoreInfo: HostAuthenticationStoreInfo
+        x::TypeEntry::structure(x::Name(0xe7a215), x::Name(0xea3c09), 71, 1), // HostDisconnectedEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xe7b81f), 12, 9), // HostDisconnectedEventReasonCode
+        x::TypeEntry::structure(x::Name(0xe7d81b), x::Name(0xbb9c0b), 72, 3), // HostDiskConfigurationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe7f412), x::Name(0xbb9c0b), 75, 0), // HostDiskDimensions: DynamicData
+        x::TypeEntry::structure(x::Name(0xe80715), x::Name(0xbb9c0b), 75, 3), // HostDiskDimensionsChs: DynamicData
+        x::TypeEntry::structure(x::Name(0xe81d15), x::Name(0xbb9c0b), 78, 2), // HostDiskDimensionsLba: DynamicData
+        x::TypeEntry::structure(x::Name(0xe83313), x::Name(0xbb9c0b), 80, 3), // HostDiskMappingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe84715), x::Name(0xbb9c0b), 83, 2), // HostDiskMappingOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe85d1c), x::Name(0xbb9c0b), 85, 3), // HostDiskMappingPartitionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe87a1e), x::Name(0xbb9c0b), 88, 3), // HostDiskMappingPartitionOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8991b), x::Name(0xbb9c0b), 91, 8), // HostDiskPartitionAttributes: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8b51b), x::Name(0xbb9c0b), 99, 4), // HostDiskPartitionBlockRange: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8d115), x::Name(0xbb9c0b), 103, 3), // HostDiskPartitionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe8e724), 21, 3), // HostDiskPartitionInfoPartitionFormat
+        x::TypeEntry::enumeration(x::Name(0xe90c19), 24, 8), // HostDiskPartitionInfoType
+        x::TypeEntry::structure(x::Name(0xe92617), x::Name(0xbb9c0b), 106, 2), // HostDiskPartitionLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0xe93e15), x::Name(0xbb9c0b), 108, 5), // HostDiskPartitionSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe95431), 32, 3), // HostDistributedVirtualSwitchManagerFailoverReason
+        x::TypeEntry::enumeration(x::Name(0xe98630), 35, 1), // HostDistributedVirtualSwitchManagerFailoverStage
+        x::TypeEntry::structure(x::Name(0xe9b70d), x::Name(0xbb9c0b), 113, 7), // HostDnsConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9c511), x::Name(0xe9b70d), 120, 2), // HostDnsConfigSpec: HostDnsConfig
+        x::TypeEntry::structure(x::Name(0xe9d70c), x::Name(0xbb9c0b), 122, 4), // HostDvxClass: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9e41a), x::Name(0xea3c09), 126, 1), // HostEnableAdminFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe9ff1a), x::Name(0xbb9c0b), 127, 2), // HostEnterMaintenanceResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xea1a21), x::Name(0xbb9c0b), 129, 2), // HostEsxAgentHostManagerConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xea3c09), x::Name(0xc19905), 131, 0), // HostEvent: Event
+        x::TypeEntry::structure(x::Name(0xea4611), x::Name(0xc04213), 131, 1), // HostEventArgument: EntityEventArgument
+        x::TypeEntry::request(x::Name(0xea5819), 132, 4), // HostExtendDiskRequestType
+        x::TypeEntry::structure(x::Name(0xea7216), x::Name(0xe4580c), 136, 1), // HostExtraNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xea892c), x::Name(0xbb9c0b), 137, 2), // HostFaultToleranceManagerComponentHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xeab615), x::Name(0xbb9c0b), 139, 3), // HostFeatureCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0xeacc0f), x::Name(0xbb9c0b), 142, 3), // HostFeatureMask: DynamicData
+        x::TypeEntry::structure(x::Name(0xeadc16), x::Name(0xbb9c0b), 145, 2), // HostFeatureVersionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeaf315), 36, 1), // HostFeatureVersionKey
+        x::TypeEntry::structure(x::Name(0xeb0913), x::Name(0xefbc12), 147, 4), // HostFibreChannelHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xeb1d1f), x::Name(0xeb0913), 151, 4), // HostFibreChannelOverEthernetHba: HostFibreChannelHba
+        x::TypeEntry::structure(x::Name(0xeb3d27), x::Name(0xbb9c0b), 155, 3), // HostFibreChannelOverEthernetHbaLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xeb652b), x::Name(0xeb911f), 158, 3), // HostFibreChannelOverEthernetTargetTransport: HostFibreChannelTargetTransport
+        x::TypeEntry::structure(x::Name(0xeb911f), x::Name(0x1172c13), 161, 2), // HostFibreChannelTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xebb10e), x::Name(0xbb9c0b), 163, 2), // HostFileAccess: DynamicData
+        x::TypeEntry::structure(x::Name(0xebc017), x::Name(0xbb9c0b), 165, 3), // HostFileSystemMountInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xebd814), x::Name(0xbb9c0b), 168, 3), // HostFileSystemVolume: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xebed22), 37, 10), // HostFileSystemVolumeFileSystemType
+        x::TypeEntry::structure(x::Name(0xec1018), x::Name(0xbb9c0b), 171, 2), // HostFileSystemVolumeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xec2912), x::Name(0xbb9c0b), 173, 2), // HostFirewallConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xec3c1f), x::Name(0xbb9c0b), 175, 3), // HostFirewallConfigRuleSetConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xec5c19), x::Name(0xbb9c0b), 178, 2), // HostFirewallDefaultPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xec7610), x::Name(0xbb9c0b), 180, 2), // HostFirewallInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xec8710), x::Name(0xbb9c0b), 182, 5), // HostFirewallRule: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xec9819), 47, 2), // HostFirewallRuleDirection
+        x::TypeEntry::enumeration(x::Name(0xecb218), 49, 2), // HostFirewallRulePortType
+        x::TypeEntry::enumeration(x::Name(0xeccb18), 51, 2), // HostFirewallRuleProtocol
+        x::TypeEntry::structure(x::Name(0xece413), x::Name(0xbb9c0b), 187, 9), // HostFirewallRuleset: DynamicData
+        x::TypeEntry::structure(x::Name(0xecf819), x::Name(0xbb9c0b), 196, 3), // HostFirewallRulesetIpList: DynamicData
+        x::TypeEntry::structure(x::Name(0xed121c), x::Name(0xbb9c0b), 199, 2), // HostFirewallRulesetIpNetwork: DynamicData
+        x::TypeEntry::structure(x::Name(0xed2f1e), x::Name(0xbb9c0b), 201, 1), // HostFirewallRulesetRulesetSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xed4e1b), 53, 4), // HostFirewallSystemRuleSetId
+        x::TypeEntry::enumeration(x::Name(0xed6a1d), 57, 1), // HostFirewallSystemServiceName
+        x::TypeEntry::structure(x::Name(0xed880c), x::Name(0xbb9c0b), 202, 1), // HostFlagInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xed9514), x::Name(0xbb9c0b), 203, 2), // HostForceMountedInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xedaa07), x::Name(0xbb9c0b), 205, 6), // HostFru: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xedb20e), 58, 3), // HostFruFruType
+        x::TypeEntry::structure(x::Name(0xedc10f), x::Name(0xbb9c0b), 211, 4), // HostGatewaySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xedd11b), x::Name(0xea3c09), 215, 0), // HostGetShortNameFailedEvent: HostEvent
+        x::TypeEntry::request(x::Name(0xeded2b), 215, 2), // HostGetVFlashModuleDefaultConfigRequestType
+        x::TypeEntry::structure(x::Name(0xee1912), x::Name(0xbb9c0b), 217, 3), // HostGraphicsConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xee2c1c), x::Name(0xbb9c0b), 220, 3), // HostGraphicsConfigDeviceType: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xee491e), 61, 2), // HostGraphicsConfigGraphicsType
+        x::TypeEntry::enumeration(x::Name(0xee6830), 63, 2), // HostGraphicsConfigSharedPassthruAssignmentPolicy
+        x::TypeEntry::enumeration(x::Name(0xee991a), 65, 2), // HostGraphicsConfigVgpuMode
+        x::TypeEntry::structure(x::Name(0xeeb410), x::Name(0xbb9c0b), 223, 7), // HostGraphicsInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeec51c), 67, 4), // HostGraphicsInfoGraphicsType
+        x::TypeEntry::enumeration(x::Name(0xeee218), 71, 4), // HostGraphicsInfoVgpuMode
+        x::TypeEntry::structure(x::Name(0xeefb17), x::Name(0xbb9c0b), 230, 2), // HostHardwareElementInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xef1319), 75, 4), // HostHardwareElementStatus
+        x::TypeEntry::structure(x::Name(0xef2d10), x::Name(0xbb9c0b), 232, 18), // HostHardwareInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xef3e16), x::Name(0xbb9c0b), 250, 4), // HostHardwareStatusInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xef5513), x::Name(0xbb9c0b), 254, 13), // HostHardwareSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xef6917), x::Name(0x1d94808), 267, 3), // HostHasComponentFailure: VimFault
+        x::TypeEntry::enumeration(x::Name(0xef8128), 79, 1), // HostHasComponentFailureHostComponentType
+        x::TypeEntry::structure(x::Name(0xefaa11), x::Name(0xbb9c0b), 270, 0), // HostHbaCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xefbc12), x::Name(0xbb9c0b), 270, 10), // HostHostBusAdapter: DynamicData
+        x::TypeEntry::structure(x::Name(0xefcf1b), x::Name(0xbb9c0b), 280, 3), // HostHyperThreadScheduleInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xefeb18), 80, 4), // HostImageAcceptanceLevel
+        x::TypeEntry::request(x::Name(0xf00427), 283, 1), // HostImageConfigGetAcceptanceRequestType
+        x::TypeEntry::request(x::Name(0xf02c24), 284, 1), // HostImageConfigGetProfileRequestType
+        x::TypeEntry::structure(x::Name(0xf05117), x::Name(0xbb9c0b), 285, 2), // HostImageProfileSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xf06914), x::Name(0xea3c09), 287, 0), // HostInAuditModeEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf07e0c), x::Name(0xe1b90f), 287, 0), // HostInDomain: HostConfigFault
+        x::TypeEntry::structure(x::Name(0xf08b21), x::Name(0x2153a15), 287, 2), // HostIncompatibleForFaultTolerance: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0xf0ad27), 84, 2), // HostIncompatibleForFaultToleranceReason
+        x::TypeEntry::structure(x::Name(0xf0d51f), x::Name(0x1d94808), 289, 2), // HostIncompatibleForRecordReplay: VimFault
+        x::TypeEntry::enumeration(x::Name(0xf0f525), 86, 2), // HostIncompatibleForRecordReplayReason
+        x::TypeEntry::request(x::Name(0xf11b1a), 291, 3), // HostInflateDiskRequestType
+        x::TypeEntry::structure(x::Name(0xf14a13), x::Name(0xefbc12), 294, 19), // HostInternetScsiHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xf15e2d), x::Name(0xbb9c0b), 313, 7), // HostInternetScsiHbaAuthenticationCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xf18c2b), x::Name(0xbb9c0b), 320, 9), // HostInternetScsiHbaAuthenticationProperties: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf1b829), 88, 4), // HostInternetScsiHbaChapAuthenticationType
+        x::TypeEntry::structure(x::Name(0xf1e225), x::Name(0xbb9c0b), 329, 4), // HostInternetScsiHbaDigestCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xf20823), x::Name(0xbb9c0b), 333, 4), // HostInternetScsiHbaDigestProperties: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf22c1d), 92, 4), // HostInternetScsiHbaDigestType
+        x::TypeEntry::structure(x::Name(0xf24a28), x::Name(0xbb9c0b), 337, 4), // HostInternetScsiHbaDiscoveryCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xf27326), x::Name(0xbb9c0b), 341, 8), // HostInternetScsiHbaDiscoveryProperties: DynamicData
+        x::TypeEntry::structure(x::Name(0xf29a21), x::Name(0xbb9c0b), 349, 20), // HostInternetScsiHbaIPCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xf2bc1f), x::Name(0xbb9c0b), 369, 16), // HostInternetScsiHbaIPProperties: DynamicData
+        x::TypeEntry::structure(x::Name(0xf2dc21), x::Name(0xbb9c0b), 385, 5), // HostInternetScsiHbaIPv6Properties: DynamicData
+        x::TypeEntry::structure(x::Name(0xf2fe23), x::Name(0xbb9c0b), 390, 4), // HostInternetScsiHbaIscsiIpv6Address: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf3223b), 96, 4), // HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType
     ],
     decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
-        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x13d6214)), // failure: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
-        x::FieldEntry::optional(x::Name(0x2662e0e), x::Name(0xe66012)), // deploymentInfo: HostDeploymentInfo
-        x::FieldEntry::optional(x::Name(0x2a2240b), x::Name(0xefcf1b)), // hyperThread: HostHyperThreadScheduleInfo
-        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0xe34814)), // cpuScheduler: HostCpuSchedulerInfo
-        x::FieldEntry::optional(x::Name(0x2528c12), x::Name(0x1a2131d)), // consoleReservation: ServiceConsoleReservationInfo
-        x::FieldEntry::optional(x::Name(0x3590e19), x::Name(0x1f58423)), // virtualMachineReservation: VirtualMachineMemoryReservationInfo
-        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
-        x::FieldEntry::optional(x::Name(0x2cff70e), x::Name(0xfc4116)), // multipathState: HostMultipathStateInfo
-        x::FieldEntry::optional(x::Name(0x28a2210), x::Name(0xec1018)), // fileSystemVolume: HostFileSystemVolumeInfo
-        x::FieldEntry::repeated(x::Name(0x33c380a), x::Name(0x3344606)), // systemFile: string
-        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfe2c0f)), // network: HostNetworkInfo
-        x::FieldEntry::optional(x::Name(0x364c307), x::Name(0x11cb80f)), // vmotion: HostVMotionInfo
-        x::FieldEntry::optional(x::Name(0x359e515), x::Name(0x11e9119)), // virtualNicManagerInfo: HostVirtualNicManagerInfo
-        x::FieldEntry::optional(x::Name(0x243e10c), x::Name(0xfd4a13)), // capabilities: HostNetCapabilities
-        x::FieldEntry::optional(x::Name(0x25ecb15), x::Name(0xe5321f)), // datastoreCapabilities: HostDatastoreSystemCapabilities
-        x::FieldEntry::optional(x::Name(0x2e6b113), x::Name(0xfd5e1a)), // offloadCapabilities: HostNetOffloadCapabilities
-        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x110600f)), // service: HostServiceInfo
-        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec7610)), // firewall: HostFirewallInfo
-        x::FieldEntry::optional(x::Name(0x23b1809), x::Name(0xdcf71a)), // autoStart: HostAutoStartManagerConfig
-        x::FieldEntry::optional(x::Name(0x22dcd19), x::Name(0xe6b817)), // activeDiagnosticPartition: HostDiagnosticPartition
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::repeated(x::Name(0x2e98b09), x::Name(0x1564009)), // optionDef: OptionDef
-        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
-        x::FieldEntry::optional(x::Name(0x2bc9912), x::Name(0x13ff016)), // localSwapDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x33cb717), x::Name(0x116351b)), // systemSwapConfiguration: HostSystemSwapConfiguration
-        x::FieldEntry::optional(x::Name(0x33c9a0f), x::Name(0x1161e16)), // systemResources: HostSystemResourceInfo
-        x::FieldEntry::optional(x::Name(0x2608e0c), x::Name(0xe5ad10)), // dateTimeInfo: HostDateTimeInfo
-        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0xed880c)), // flags: HostFlagInfo
-        x::FieldEntry::optional(x::Name(0x22f890d), x::Name(0x2405e07)), // adminDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::optional(x::Name(0x2aff704), x::Name(0xf62d0c)), // ipmi: HostIpmiInfo
-        x::FieldEntry::optional(x::Name(0x32d9611), x::Name(0x1138015)), // sslThumbprintInfo: HostSslThumbprintInfo
-        x::FieldEntry::repeated(x::Name(0x32d8411), x::Name(0x1138015)), // sslThumbprintData: HostSslThumbprintInfo
-        x::FieldEntry::repeated(x::Name(0x2396412), x::Name(0xdca616)), // authenticationData: HostAuthenticationInfo
-        x::FieldEntry::repeated(x::Name(0x2456c0b), x::Name(0x2420604)), // certificate: byte
-        x::FieldEntry::repeated(x::Name(0x2f2850f), x::Name(0x104b113)), // pciPassthruInfo: HostPciPassthruInfo
-        x::FieldEntry::optional(x::Name(0x2398d19), x::Name(0xdcbd1d)), // authenticationManagerInfo: HostAuthenticationManagerInfo
-        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
-        x::FieldEntry::optional(x::Name(0x2fbdd15), x::Name(0x167fb15)), // powerSystemCapability: PowerSystemCapability
-        x::FieldEntry::optional(x::Name(0x2fbf30f), x::Name(0x168110f)), // powerSystemInfo: PowerSystemInfo
-        x::FieldEntry::repeated(x::Name(0x242cf16), x::Name(0xdd911a)), // cacheConfigurationInfo: HostCacheConfigurationInfo
-        x::FieldEntry::optional(x::Name(0x36b7010), x::Name(0x2405e07)), // wakeOnLanCapable: boolean
-        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0x2c19b17), x::Name(0xeab615)), // maskedFeatureCapability: HostFeatureCapability
-        x::FieldEntry::optional(x::Name(0x3520410), x::Name(0x11bc621)), // vFlashConfigInfo: HostVFlashManagerVFlashConfigInfo
-        x::FieldEntry::optional(x::Name(0x3683e0e), x::Name(0x2235812)), // vsanHostConfig: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x274340a), x::Name(0x3344606)), // domainList: string
-        x::FieldEntry::optional(x::Name(0x31a750e), x::Name(0x23e790c)), // scriptCheckSum: base64Binary
-        x::FieldEntry::optional(x::Name(0x29c1012), x::Name(0x23e790c)), // hostConfigCheckSum: base64Binary
-        x::FieldEntry::optional(x::Name(0x266a017), x::Name(0x23e790c)), // descriptionTreeCheckSum: base64Binary
-        x::FieldEntry::repeated(x::Name(0x2926e0c), x::Name(0xeeb410)), // graphicsInfo: HostGraphicsInfo
-        x::FieldEntry::repeated(x::Name(0x321fd16), x::Name(0x3344606)), // sharedPassthruGpuTypes: string
-        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
-        x::FieldEntry::repeated(x::Name(0x321a115), x::Name(0x111bb19)), // sharedGpuCapabilities: HostSharedGpuCapabilities
-        x::FieldEntry::repeated(x::Name(0x2ac670c), x::Name(0xf4d710)), // ioFilterInfo: HostIoFilterInfo
-        x::FieldEntry::repeated(x::Name(0x32cfb0f), x::Name(0x1133b17)), // sriovDevicePool: HostSriovDevicePoolInfo
-        x::FieldEntry::repeated(x::Name(0x2377319), x::Name(0xdc3d1d)), // assignableHardwareBinding: HostAssignableHardwareBinding
-        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
-        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0x13ff016)), // cpuScheduler: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ff50f), x::Name(0x13ff016)), // datastoreSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c8090d), x::Name(0x13ff016)), // memoryManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3339a0d), x::Name(0x13ff016)), // storageSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d7180d), x::Name(0x13ff016)), // networkSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x365230d), x::Name(0x13ff016)), // vmotionSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x359d311), x::Name(0x13ff016)), // virtualNicManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x31f7c0d), x::Name(0x13ff016)), // serviceSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28b780e), x::Name(0x13ff016)), // firewallSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2302d0e), x::Name(0x13ff016)), // advancedOption: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x26ba010), x::Name(0x13ff016)), // diagnosticSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23b2210), x::Name(0x13ff016)), // autoStartManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x326cc0a), x::Name(0x13ff016)), // snmpSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2609b0e), x::Name(0x13ff016)), // dateTimeSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f20a0c), x::Name(0x13ff016)), // patchManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a39012), x::Name(0x13ff016)), // imageConfigManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2408010), x::Name(0x13ff016)), // bootDeviceSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28bba0e), x::Name(0x13ff016)), // firmwareSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29a5012), x::Name(0x13ff016)), // healthStatusSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f2a411), x::Name(0x13ff016)), // pciPassthruSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b9b20e), x::Name(0x13ff016)), // licenseManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b50a12), x::Name(0x13ff016)), // kernelModuleSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2397715), x::Name(0x13ff016)), // authenticationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2fbd10b), x::Name(0x13ff016)), // powerSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x242e619), x::Name(0x13ff016)), // cacheConfigurationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x280e913), x::Name(0x13ff016)), // esxAgentHostManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b3c80c), x::Name(0x13ff016)), // iscsiManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x352150d), x::Name(0x13ff016)), // vFlashManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x368f40a), x::Name(0x13ff016)), // vsanSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c95e0f), x::Name(0x13ff016)), // messageBusProxy: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x34fe80d), x::Name(0x13ff016)), // userDirectory: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22d0c0e), x::Name(0x13ff016)), // accountManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29b5311), x::Name(0x13ff016)), // hostAccessManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2927b0f), x::Name(0x13ff016)), // graphicsManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3686012), x::Name(0x13ff016)), // vsanInternalSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2457812), x::Name(0x13ff016)), // certificateManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x258dd0d), x::Name(0x13ff016)), // cryptoManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e4e50c), x::Name(0x13ff016)), // nvdimmSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x237a619), x::Name(0x13ff016)), // assignableHardwareManager: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d1b90c), x::Name(0xfc8113)), // nasDatastore: HostNasVolumeConfig
-        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfde411)), // network: HostNetworkConfig
-        x::FieldEntry::repeated(x::Name(0x2d9bd10), x::Name(0x11ec825)), // nicTypeSelection: HostVirtualNicManagerNicTypeSelection
-        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x1104e11)), // service: HostServiceConfig
-        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec2912)), // firewall: HostFirewallConfig
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
-        x::FieldEntry::optional(x::Name(0x25f8418), x::Name(0x3344606)), // datastorePrincipalPasswd: string
-        x::FieldEntry::optional(x::Name(0x260aa08), x::Name(0xe59a12)), // datetime: HostDateTimeConfig
-        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
-        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf6bd0f)), // license: HostLicenseSpec
-        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0x10ff910)), // security: HostSecuritySpec
-        x::FieldEntry::repeated(x::Name(0x34f280b), x::Name(0xdb2a0f)), // userAccount: HostAccountSpec
-        x::FieldEntry::repeated(x::Name(0x350cb10), x::Name(0xdb2a0f)), // usergroupAccount: HostAccountSpec
-        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0xfa500e)), // memory: HostMemorySpec
-        x::FieldEntry::repeated(x::Name(0x22de70f), x::Name(0xdb3a13)), // activeDirectory: HostActiveDirectory
-        x::FieldEntry::repeated(x::Name(0x2918f0d), x::Name(0x134090b)), // genericConfig: KeyAnyValue
-        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
-        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
-        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
-        x::FieldEntry::required(x::Name(0x364e90e), x::Name(0x2405e07)), // vmotionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2873015), x::Name(0x2405e07)), // faultToleranceEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
-        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11b9f26)), // spec: HostVFlashManagerVFlashCacheConfigSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11c1229)), // spec: HostVFlashManagerVFlashResourceConfigSpec
-        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
-        x::FieldEntry::optional(x::Name(0x2a4090c), x::Name(0x2405e07)), // inDasCluster: boolean
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0xf6cd0f)), // host: HostListSummary
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x1fc6915)), // vm: VirtualMachineSummary
-        x::FieldEntry::optional(x::Name(0x3573b16), x::Name(0x2405e07)), // vimAccountNameRequired: boolean
-        x::FieldEntry::optional(x::Name(0x24b2810), x::Name(0x2405e07)), // clusterSupported: boolean
-        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0xe2741a)), // network: HostConnectInfoNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0xe4d518)), // datastore: HostDatastoreConnectInfo
-        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf68e16)), // license: HostLicenseConnectInfo
-        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0xddc70e)), // capability: HostCapability
-        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x14c730e)), // summary: NetworkSummary
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
-        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
-        x::FieldEntry::optional(x::Name(0x35dd008), x::Name(0x13ff016)), // vmFolder: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
-        x::FieldEntry::optional(x::Name(0x3572c0e), x::Name(0x3344606)), // vimAccountName: string
-        x::FieldEntry::optional(x::Name(0x3575212), x::Name(0x3344606)), // vimAccountPassword: string
-        x::FieldEntry::optional(x::Name(0x2c0500c), x::Name(0x3344606)), // managementIp: string
-        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::optional(x::Name(0x29cef0b), x::Name(0xedc10f)), // hostGateway: HostGatewaySpec
-        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
-        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x278da03), x::Name(0x3344606)), // eax: string
-        x::FieldEntry::optional(x::Name(0x278de03), x::Name(0x3344606)), // ebx: string
-        x::FieldEntry::optional(x::Name(0x278e203), x::Name(0x3344606)), // ecx: string
-        x::FieldEntry::optional(x::Name(0x278fe03), x::Name(0x3344606)), // edx: string
-        x::FieldEntry::required(x::Name(0x2de8c0e), x::Name(0x3226a05)), // numCpuPackages: short
-        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
-        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
-        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
-        x::FieldEntry::required(x::Name(0x2a6a005), x::Name(0x3226a05)), // index: short
-        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
-        x::FieldEntry::required(x::Name(0x241df05), x::Name(0x2be5304)), // busHz: long
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::repeated(x::Name(0x3405408), x::Name(0x3226a05)), // threadId: short
-        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
-        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3226a05)), // family: short
-        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3226a05)), // model: short
-        x::FieldEntry::optional(x::Name(0x331c508), x::Name(0x3226a05)), // stepping: short
-        x::FieldEntry::optional(x::Name(0x25ae90d), x::Name(0x3344606)), // currentPolicy: string
-        x::FieldEntry::optional(x::Name(0x297db0f), x::Name(0x3344606)), // hardwareSupport: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228710e)), // spec: VslmCreateSpec
-        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x3306114), x::Name(0x2be5304)), // staticMemoryConsumed: long
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28ca90a), x::Name(0x3344606)), // folderPath: string
-        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0xcb4308)), // file: FileInfo
-        x::FieldEntry::repeated(x::Name(0x304c205), x::Name(0xcba409)), // query: FileQuery
-        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0xcbae0e)), // details: FileQueryFlags
-        x::FieldEntry::optional(x::Name(0x31b5115), x::Name(0x2405e07)), // searchCaseInsensitive: boolean
-        x::FieldEntry::repeated(x::Name(0x2c1e20c), x::Name(0x3344606)), // matchPattern: string
-        x::FieldEntry::optional(x::Name(0x327f910), x::Name(0x2405e07)), // sortFoldersFirst: boolean
-        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x993510)), // summary: DatastoreSummary
-        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
-        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
-        x::FieldEntry::required(x::Name(0x2d8c918), x::Name(0x2405e07)), // nfsMountCreationRequired: boolean
-        x::FieldEntry::required(x::Name(0x2d8e219), x::Name(0x2405e07)), // nfsMountCreationSupported: boolean
-        x::FieldEntry::required(x::Name(0x2bc6d17), x::Name(0x2405e07)), // localDatastoreSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3634b1c), x::Name(0x2405e07)), // vmfsExtentExpansionSupported: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
         x::FieldEntry::optional(x::Name(0x340f908), x::Name(0x3344606)), // timeZone: string
         x::FieldEntry::optional(x::Name(0x2ddf509), x::Name(0xffde0d)), // ntpConfig: HostNtpConfig
         x::FieldEntry::optional(x::Name(0x3039509), x::Name(0x10ae60d)), // ptpConfig: HostPtpConfig
@@ -335,114 +190,617 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x348f10e), x::Name(0x2405e07)), // unlimitedLease: boolean
         x::FieldEntry::required(x::Name(0x2aef40c), x::Name(0x3344606)), // ipSubnetAddr: string
         x::FieldEntry::required(x::Name(0x2af010c), x::Name(0x3344606)), // ipSubnetMask: string
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe71d21)), // spec: HostDiagnosticPartitionCreateSpec
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::optional(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::required(x::Name(0x26c270c), x::Name(0x3344606)), // digestMethod: string
+        x::FieldEntry::repeated(x::Name(0x26c840b), x::Name(0x2420604)), // digestValue: byte
+        x::FieldEntry::optional(x::Name(0x2e6010a), x::Name(0x3344606)), // objectName: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x25c2308), x::Name(0x2be5304)), // cylinder: long
+        x::FieldEntry::required(x::Name(0x2994b04), x::Name(0x2a94603)), // head: int
+        x::FieldEntry::required(x::Name(0x31c1c06), x::Name(0x2a94603)), // sector: int
+        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::required(x::Name(0x23f9005), x::Name(0x2be5304)), // block: long
+        x::FieldEntry::optional(x::Name(0x2f6b311), x::Name(0xe85d1c)), // physicalPartition: HostDiskMappingPartitionInfo
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::repeated(x::Name(0x2f6b311), x::Name(0xe87a1e)), // physicalPartition: HostDiskMappingPartitionOption
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
+        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
+        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::required(x::Name(0x32f450b), x::Name(0x2be5304)), // startSector: long
+        x::FieldEntry::required(x::Name(0x27d6009), x::Name(0x2be5304)), // endSector: long
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2971a04), x::Name(0x3344606)), // guid: string
+        x::FieldEntry::required(x::Name(0x2bddc07), x::Name(0x2405e07)), // logical: boolean
+        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0x2420604)), // attributes: byte
+        x::FieldEntry::optional(x::Name(0x2f0fb12), x::Name(0x2be5304)), // partitionAlignment: long
+        x::FieldEntry::optional(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x32e8f05), x::Name(0xe81d15)), // start: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x27d3103), x::Name(0xe81d15)), // end: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe93e15)), // spec: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x3430e05), x::Name(0xe81d15)), // total: HostDiskDimensionsLba
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8b51b)), // partition: HostDiskPartitionBlockRange
+        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
+        x::FieldEntry::optional(x::Name(0x248e503), x::Name(0xe80715)), // chs: HostDiskDimensionsChs
+        x::FieldEntry::optional(x::Name(0x343b40c), x::Name(0x2be5304)), // totalSectors: long
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8991b)), // partition: HostDiskPartitionAttributes
+        x::FieldEntry::optional(x::Name(0x31c300a), x::Name(0x2a94603)), // sectorSize: int
+        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x359c210), x::Name(0x3344606)), // virtualNicDevice: string
+        x::FieldEntry::optional(x::Name(0x2b21714), x::Name(0x3344606)), // ipv6VirtualNicDevice: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::repeated(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::repeated(x::Name(0x31b670c), x::Name(0x3344606)), // searchDomain: string
+        x::FieldEntry::optional(x::Name(0x3599614), x::Name(0x11e5e18)), // virtualNicConnection: HostVirtualNicConnection
+        x::FieldEntry::optional(x::Name(0x359ab16), x::Name(0x11e5e18)), // virtualNicConnectionV6: HostVirtualNicConnection
+        x::FieldEntry::required(x::Name(0x269650b), x::Name(0x3344606)), // deviceClass: string
+        x::FieldEntry::required(x::Name(0x2481a13), x::Name(0x2405e07)), // checkpointSupported: boolean
+        x::FieldEntry::required(x::Name(0x33a9d15), x::Name(0x2405e07)), // swDMATracingSupported: boolean
+        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
+        x::FieldEntry::repeated(x::Name(0x2f4af0b), x::Name(0x1635a0a)), // permissions: Permission
+        x::FieldEntry::repeated(x::Name(0x35dc008), x::Name(0xc9930a)), // vmFaults: FaultsByVM
+        x::FieldEntry::repeated(x::Name(0x29cd50a), x::Name(0xc9860c)), // hostFaults: FaultsByHost
+        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
+        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
+        x::FieldEntry::required(x::Name(0x2b36810), x::Name(0x2405e07)), // isStorageHealthy: boolean
+        x::FieldEntry::required(x::Name(0x2b30b10), x::Name(0x2405e07)), // isNetworkHealthy: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2fa7508), x::Name(0xcad814)), // portType: FibreChannelPortType
+        x::FieldEntry::required(x::Name(0x32b7605), x::Name(0x2be5304)), // speed: long
+        x::FieldEntry::required(x::Name(0x347d50d), x::Name(0x3344606)), // underlyingNic: string
+        x::FieldEntry::required(x::Name(0x2baec08), x::Name(0xeb3d27)), // linkInfo: HostFibreChannelOverEthernetHbaLinkInfo
+        x::FieldEntry::required(x::Name(0x2b3590e), x::Name(0x2405e07)), // isSoftwareFcoe: boolean
+        x::FieldEntry::required(x::Name(0x2c17e10), x::Name(0x2405e07)), // markedForRemoval: boolean
+        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
+        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
+        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x36c3903), x::Name(0x3344606)), // who: string
+        x::FieldEntry::required(x::Name(0x36c2f04), x::Name(0x3344606)), // what: string
+        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
+        x::FieldEntry::required(x::Name(0x366d906), x::Name(0xebd814)), // volume: HostFileSystemVolume
+        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::repeated(x::Name(0x366f40e), x::Name(0x3344606)), // volumeTypeList: string
+        x::FieldEntry::repeated(x::Name(0x2ce5109), x::Name(0xebc017)), // mountInfo: HostFileSystemMountInfo
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec3c1f)), // rule: HostFirewallConfigRuleSetConfig
+        x::FieldEntry::required(x::Name(0x2626415), x::Name(0xec5c19)), // defaultBlockingPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::required(x::Name(0x317dd09), x::Name(0x3344606)), // rulesetId: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x2a55d0f), x::Name(0x2405e07)), // incomingBlocked: boolean
+        x::FieldEntry::optional(x::Name(0x2ecad0f), x::Name(0x2405e07)), // outgoingBlocked: boolean
+        x::FieldEntry::required(x::Name(0x263a60d), x::Name(0xec5c19)), // defaultPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0xece413)), // ruleset: HostFirewallRuleset
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x27d4a07), x::Name(0x2a94603)), // endPort: int
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0xec9819)), // direction: HostFirewallRuleDirection
+        x::FieldEntry::optional(x::Name(0x2fa7508), x::Name(0xecb218)), // portType: HostFirewallRulePortType
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x3109a08), x::Name(0x2405e07)), // required: boolean
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec8710)), // rule: HostFirewallRule
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x34f5a10), x::Name(0x2405e07)), // userControllable: boolean
+        x::FieldEntry::optional(x::Name(0x2ae0716), x::Name(0x2405e07)), // ipListUserConfigurable: boolean
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x2ae1e09), x::Name(0xed121c)), // ipNetwork: HostFirewallRulesetIpNetwork
+        x::FieldEntry::required(x::Name(0x231cf05), x::Name(0x2405e07)), // allIp: boolean
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x23ccf1a), x::Name(0x2405e07)), // backgroundSnapshotsEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2f4bb07), x::Name(0x2405e07)), // persist: boolean
+        x::FieldEntry::required(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2f06b08), x::Name(0x3344606)), // partName: string
+        x::FieldEntry::required(x::Name(0x2f0740a), x::Name(0x3344606)), // partNumber: string
+        x::FieldEntry::required(x::Name(0x2c1060c), x::Name(0x3344606)), // manufacturer: string
+        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::optional(x::Name(0x2ca750c), x::Name(0x2607608)), // mfgTimeStamp: dateTime
+        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
+        x::FieldEntry::optional(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
+        x::FieldEntry::optional(x::Name(0x3462016), x::Name(0x3344606)), // trustVerificationToken: string
+        x::FieldEntry::repeated(x::Name(0x29b800e), x::Name(0x134dd08)), // hostAuthParams: KeyValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
+        x::FieldEntry::required(x::Name(0x29c7e17), x::Name(0x3344606)), // hostDefaultGraphicsType: string
+        x::FieldEntry::required(x::Name(0x321de1e), x::Name(0x3344606)), // sharedPassthruAssignmentPolicy: string
+        x::FieldEntry::repeated(x::Name(0x26ade0a), x::Name(0xee2c1c)), // deviceType: HostGraphicsConfigDeviceType
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x292be0c), x::Name(0x3344606)), // graphicsType: string
+        x::FieldEntry::optional(x::Name(0x3566808), x::Name(0x3344606)), // vgpuMode: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x2f26405), x::Name(0x3344606)), // pciId: string
+        x::FieldEntry::required(x::Name(0x292be0c), x::Name(0x3344606)), // graphicsType: string
+        x::FieldEntry::optional(x::Name(0x3566808), x::Name(0x3344606)), // vgpuMode: string
+        x::FieldEntry::required(x::Name(0x2c8a20e), x::Name(0x2be5304)), // memorySizeInKB: long
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0xbdad12)), // status: ElementDescription
+        x::FieldEntry::required(x::Name(0x33c5d0a), x::Name(0x115a70e)), // systemInfo: HostSystemInfo
+        x::FieldEntry::optional(x::Name(0x256be16), x::Name(0xe3081a)), // cpuPowerManagementInfo: HostCpuPowerManagementInfo
+        x::FieldEntry::required(x::Name(0x2565d07), x::Name(0xe2d80b)), // cpuInfo: HostCpuInfo
+        x::FieldEntry::repeated(x::Name(0x256b706), x::Name(0xe2e40e)), // cpuPkg: HostCpuPackage
+        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
+        x::FieldEntry::optional(x::Name(0x2e40808), x::Name(0xffec0c)), // numaInfo: HostNumaInfo
+        x::FieldEntry::optional(x::Name(0x3253e0a), x::Name(0x2405e07)), // smcPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x2f25a09), x::Name(0x104710d)), // pciDevice: HostPciDevice
+        x::FieldEntry::repeated(x::Name(0x277fe0a), x::Name(0xe9d70c)), // dvxClasses: HostDvxClass
+        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x23f6908), x::Name(0xdd120c)), // biosInfo: HostBIOSInfo
+        x::FieldEntry::optional(x::Name(0x30c0512), x::Name(0x10c8716)), // reliableMemoryInfo: HostReliableMemoryInfo
+        x::FieldEntry::optional(x::Name(0x2f5ba14), x::Name(0x1053418)), // persistentMemoryInfo: HostPersistentMemoryInfo
+        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1111c0b)), // sgxInfo: HostSgxInfo
+        x::FieldEntry::optional(x::Name(0x320ab07), x::Name(0x110fc0b)), // sevInfo: HostSevInfo
+        x::FieldEntry::optional(x::Name(0x2c93911), x::Name(0x3344606)), // memoryTieringType: string
+        x::FieldEntry::repeated(x::Name(0x2c90b0e), x::Name(0xfa7312)), // memoryTierInfo: HostMemoryTierInfo
+        x::FieldEntry::optional(x::Name(0x33f2507), x::Name(0x117770b)), // tdxInfo: HostTdxInfo
+        x::FieldEntry::repeated(x::Name(0x2c8ef10), x::Name(0xeefb17)), // memoryStatusInfo: HostHardwareElementInfo
+        x::FieldEntry::repeated(x::Name(0x257030d), x::Name(0xeefb17)), // cpuStatusInfo: HostHardwareElementInfo
+        x::FieldEntry::repeated(x::Name(0x3338811), x::Name(0x113f416)), // storageStatusInfo: HostStorageElementInfo
+        x::FieldEntry::repeated(x::Name(0x275300d), x::Name(0xb1280d)), // dpuStatusInfo: DpuStatusInfo
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x2ec1914), x::Name(0x115631c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
+        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
+        x::FieldEntry::required(x::Name(0x256a308), x::Name(0x3344606)), // cpuModel: string
+        x::FieldEntry::required(x::Name(0x2569c06), x::Name(0x2a94603)), // cpuMhz: int
+        x::FieldEntry::required(x::Name(0x2de9b0a), x::Name(0x3226a05)), // numCpuPkgs: short
+        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x2e01707), x::Name(0x2a94603)), // numNics: int
+        x::FieldEntry::required(x::Name(0x2df5107), x::Name(0x2a94603)), // numHBAs: int
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x24de90d), x::Name(0x3344606)), // componentType: string
+        x::FieldEntry::required(x::Name(0x24ddb0d), x::Name(0x3344606)), // componentName: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x241db03), x::Name(0x2a94603)), // bus: int
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x2753e06), x::Name(0x3344606)), // driver: string
+        x::FieldEntry::optional(x::Name(0x2f25603), x::Name(0x3344606)), // pci: string
+        x::FieldEntry::optional(x::Name(0x333410f), x::Name(0x3344606)), // storageProtocol: string
+        x::FieldEntry::optional(x::Name(0x275500d), x::Name(0x3344606)), // driverVersion: string
+        x::FieldEntry::optional(x::Name(0x28bd60f), x::Name(0x3344606)), // firmwareVersion: string
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2405e07)), // available: boolean
+        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x2405e07)), // config: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b3490f), x::Name(0x2405e07)), // isSoftwareBased: boolean
+        x::FieldEntry::optional(x::Name(0x2434b0d), x::Name(0x2405e07)), // canBeDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d48115), x::Name(0xf3962c)), // networkBindingSupport: HostInternetScsiHbaNetworkBindingSupportType
+        x::FieldEntry::required(x::Name(0x26f7f15), x::Name(0xf24a28)), // discoveryCapabilities: HostInternetScsiHbaDiscoveryCapabilities
+        x::FieldEntry::required(x::Name(0x26fa513), x::Name(0xf27326)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
+        x::FieldEntry::required(x::Name(0x239491a), x::Name(0xf15e2d)), // authenticationCapabilities: HostInternetScsiHbaAuthenticationCapabilities
+        x::FieldEntry::required(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x26bc712), x::Name(0xf1e225)), // digestCapabilities: HostInternetScsiHbaDigestCapabilities
+        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::required(x::Name(0x2adb90e), x::Name(0xf29a21)), // ipCapabilities: HostInternetScsiHbaIPCapabilities
+        x::FieldEntry::required(x::Name(0x2ae6d0c), x::Name(0xf2bc1f)), // ipProperties: HostInternetScsiHbaIPProperties
+        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
+        x::FieldEntry::optional(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
+        x::FieldEntry::repeated(x::Name(0x2502614), x::Name(0xf3e11d)), // configuredSendTarget: HostInternetScsiHbaSendTarget
+        x::FieldEntry::repeated(x::Name(0x2503b16), x::Name(0xf3ff1f)), // configuredStaticTarget: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::optional(x::Name(0x2c4b60a), x::Name(0x2a94603)), // maxSpeedMb: int
+        x::FieldEntry::optional(x::Name(0x25b160e), x::Name(0x2a94603)), // currentSpeedMb: int
+        x::FieldEntry::required(x::Name(0x246f110), x::Name(0x2405e07)), // chapAuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x2b5f410), x::Name(0x2405e07)), // krb5AuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x32d210f), x::Name(0x2405e07)), // srpAuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x32ba310), x::Name(0x2405e07)), // spkmAuthSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2d0f312), x::Name(0x2405e07)), // mutualChapSettable: boolean
+        x::FieldEntry::optional(x::Name(0x33d6712), x::Name(0x2405e07)), // targetChapSettable: boolean
+        x::FieldEntry::optional(x::Name(0x33e4c18), x::Name(0x2405e07)), // targetMutualChapSettable: boolean
+        x::FieldEntry::required(x::Name(0x246e10f), x::Name(0x2405e07)), // chapAuthEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2473708), x::Name(0x3344606)), // chapName: string
+        x::FieldEntry::optional(x::Name(0x2476a0a), x::Name(0x3344606)), // chapSecret: string
+        x::FieldEntry::optional(x::Name(0x2470216), x::Name(0x3344606)), // chapAuthenticationType: string
+        x::FieldEntry::optional(x::Name(0x247290d), x::Name(0x2405e07)), // chapInherited: boolean
+        x::FieldEntry::optional(x::Name(0x2d0d30e), x::Name(0x3344606)), // mutualChapName: string
+        x::FieldEntry::optional(x::Name(0x2d0e210), x::Name(0x3344606)), // mutualChapSecret: string
+        x::FieldEntry::optional(x::Name(0x2d0a21c), x::Name(0x3344606)), // mutualChapAuthenticationType: string
+        x::FieldEntry::optional(x::Name(0x2d0bf13), x::Name(0x2405e07)), // mutualChapInherited: boolean
+        x::FieldEntry::optional(x::Name(0x2997414), x::Name(0x2405e07)), // headerDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x25e0412), x::Name(0x2405e07)), // dataDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x33e091a), x::Name(0x2405e07)), // targetHeaderDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x33d8d18), x::Name(0x2405e07)), // targetDataDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2998910), x::Name(0x3344606)), // headerDigestType: string
+        x::FieldEntry::optional(x::Name(0x2995e15), x::Name(0x2405e07)), // headerDigestInherited: boolean
+        x::FieldEntry::optional(x::Name(0x25e170e), x::Name(0x3344606)), // dataDigestType: string
+        x::FieldEntry::optional(x::Name(0x25df013), x::Name(0x2405e07)), // dataDigestInherited: boolean
+        x::FieldEntry::required(x::Name(0x2a2b815), x::Name(0x2405e07)), // iSnsDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x3249f14), x::Name(0x2405e07)), // slpDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x330d11d), x::Name(0x2405e07)), // staticTargetDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x31d7e1c), x::Name(0x2405e07)), // sendTargetsDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x2a28f14), x::Name(0x2405e07)), // iSnsDiscoveryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2a2a413), x::Name(0x3344606)), // iSnsDiscoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x2a2ce08), x::Name(0x3344606)), // iSnsHost: string
+        x::FieldEntry::required(x::Name(0x3247813), x::Name(0x2405e07)), // slpDiscoveryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3248c12), x::Name(0x3344606)), // slpDiscoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x324b407), x::Name(0x3344606)), // slpHost: string
+        x::FieldEntry::required(x::Name(0x330b41c), x::Name(0x2405e07)), // staticTargetDiscoveryEnabled: boolean
+        x::FieldEntry::required(x::Name(0x31d621b), x::Name(0x2405e07)), // sendTargetsDiscoveryEnabled: boolean
+        x::FieldEntry::required(x::Name(0x22f670f), x::Name(0x2405e07)), // addressSettable: boolean
+        x::FieldEntry::required(x::Name(0x2add11d), x::Name(0x2405e07)), // ipConfigurationMethodSettable: boolean
+        x::FieldEntry::required(x::Name(0x3353812), x::Name(0x2405e07)), // subnetMaskSettable: boolean
+        x::FieldEntry::required(x::Name(0x2632016), x::Name(0x2405e07)), // defaultGatewaySettable: boolean
+        x::FieldEntry::required(x::Name(0x2fed31f), x::Name(0x2405e07)), // primaryDnsServerAddressSettable: boolean
+        x::FieldEntry::required(x::Name(0x2336f21), x::Name(0x2405e07)), // alternateDnsServerAddressSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b2090d), x::Name(0x2405e07)), // ipv6Supported: boolean
+        x::FieldEntry::optional(x::Name(0x2367d13), x::Name(0x2405e07)), // arpRedirectSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2cf520b), x::Name(0x2405e07)), // mtuSettable: boolean
+        x::FieldEntry::optional(x::Name(0x29e4717), x::Name(0x2405e07)), // hostNameAsTargetAddress: boolean
+        x::FieldEntry::optional(x::Name(0x2d12111), x::Name(0x2405e07)), // nameAliasSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b02712), x::Name(0x2405e07)), // ipv4EnableSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b0cb12), x::Name(0x2405e07)), // ipv6EnableSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b17e18), x::Name(0x2405e07)), // ipv6PrefixLengthSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b16d10), x::Name(0x2a94603)), // ipv6PrefixLength: int
+        x::FieldEntry::optional(x::Name(0x2b0ad1d), x::Name(0x2405e07)), // ipv6DhcpConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b12626), x::Name(0x2405e07)), // ipv6LinkLocalAutoConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b1cd2c), x::Name(0x2405e07)), // ipv6RouterAdvertisementConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b0751a), x::Name(0x2405e07)), // ipv6DefaultGatewaySettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b14d1f), x::Name(0x2a94603)), // ipv6MaxStaticAddressesSupported: int
+        x::FieldEntry::optional(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::optional(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x26b3418), x::Name(0x2405e07)), // dhcpConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
+        x::FieldEntry::optional(x::Name(0x263110e), x::Name(0x3344606)), // defaultGateway: string
+        x::FieldEntry::optional(x::Name(0x2febb17), x::Name(0x3344606)), // primaryDnsServerAddress: string
+        x::FieldEntry::optional(x::Name(0x2335519), x::Name(0x3344606)), // alternateDnsServerAddress: string
+        x::FieldEntry::optional(x::Name(0x2b04b0b), x::Name(0x3344606)), // ipv6Address: string
+        x::FieldEntry::optional(x::Name(0x2b1fa0e), x::Name(0x3344606)), // ipv6SubnetMask: string
+        x::FieldEntry::optional(x::Name(0x2b06212), x::Name(0x3344606)), // ipv6DefaultGateway: string
+        x::FieldEntry::optional(x::Name(0x2366a12), x::Name(0x2405e07)), // arpRedirectEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::optional(x::Name(0x2b4c212), x::Name(0x2405e07)), // jumboFramesEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b03a0b), x::Name(0x2405e07)), // ipv4Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b0de0b), x::Name(0x2405e07)), // ipv6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b22c0e), x::Name(0xf2dc21)), // ipv6properties: HostInternetScsiHbaIPv6Properties
+        x::FieldEntry::repeated(x::Name(0x2b3b710), x::Name(0xf2fe23)), // iscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
+        x::FieldEntry::optional(x::Name(0x2b0901c), x::Name(0x2405e07)), // ipv6DhcpConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b10025), x::Name(0x2405e07)), // ipv6LinkLocalAutoConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b1a12b), x::Name(0x2405e07)), // ipv6RouterAdvertisementConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b06212), x::Name(0x3344606)), // ipv6DefaultGateway: string
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
     ],
     values: &[
-        x::Name(0x2cd8606), // modify
-        x::Name(0x30df307), // replace
-        x::Name(0x22eb903), // add
-        x::Name(0x30d8106), // remove
-        x::Name(0x278e604), // edit
-        x::Name(0x2a36806), // ignore
-        x::Name(0x1483603), // NSX
-        x::Name(0x1d38504), // VSAN
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2a95405), // intel
-        x::Name(0x233e303), // amd
-        x::Name(0x2a21e05), // hygon
-        x::Name(0x2366003), // arm
-        x::Name(0x2e68003), // off
-        x::Name(0x3309b0c), // staticPolicy
-        x::Name(0x278530d), // dynamicPolicy
-        x::Name(0x33c2a0d), // systemDefault
-        x::Name(0x3197905), // scav1
-        x::Name(0x3197f05), // scav2
-        x::Name(0x2a50509), // incapable
-        x::Name(0x2fde008), // prepared
-        x::Name(0x3187904), // safe
-        x::Name(0x2f32810), // pendingIncapable
-        x::Name(0x2db2606), // normal
-        x::Name(0x2d10603), // mux
-        x::Name(0x24ec50c), // configFailed
-        x::Name(0x3410207), // timeout
-        x::Name(0x24c1b17), // communicationInitFailed
-        x::Name(0x299e617), // healthCheckScriptFailed
-        x::Name(0x230be0b), // agentFailed
-        x::Name(0x230e30d), // agentShutdown
-        x::Name(0x2b4251a), // isolationAddressUnpingable
-        x::Name(0x2eadc05), // other
         x::Name(0x2ddf103), // ntp
         x::Name(0x3039103), // ptp
+        x::Name(0x19b6c04), // SHA1
+        x::Name(0x13ec703), // MD5
+        x::Name(0x19b7106), // SHA256
+        x::Name(0x19b7806), // SHA384
+        x::Name(0x19b7f06), // SHA512
+        x::Name(0x19b8607), // SM3_256
+        x::Name(0x26beb0e), // digestDisabled
+        x::Name(0x2999a0a), // headerOnly
+        x::Name(0x25e4608), // dataOnly
+        x::Name(0x299500d), // headerAndData
+        x::Name(0x32da819), // sslThumbprintVerifyFailed
+        x::Name(0x2b9600e), // licenseExpired
+        x::Name(0x230f10c), // agentUpgrade
+        x::Name(0x3508e0b), // userRequest
+        x::Name(0x2a91e14), // insufficientLicenses
+        x::Name(0x230d40e), // agentOutOfDate
+        x::Name(0x2f1c916), // passwordDecryptFailure
+        x::Name(0x3488b07), // unknown
+        x::Name(0x354b516), // vcVRAMCapacityExceeded
+        x::Name(0x2922103), // gpt
+        x::Name(0x2c67b03), // mbr
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2daff04), // none
+        x::Name(0x3630f04), // vmfs
+        x::Name(0x2bb5f0b), // linuxNative
+        x::Name(0x2bb6b09), // linuxSwap
+        x::Name(0x2842208), // extended
+        x::Name(0x2ddec04), // ntfs
+        x::Name(0x363d40d), // vmkDiagnostic
+        x::Name(0x3562704), // vffs
+        x::Name(0x2572a05), // crash
+        x::Name(0x2bae308), // linkDown
+        x::Name(0x350060d), // userInitiated
+        x::Name(0x19bcf07), // STAGE_1
+        x::Name(0x287210e), // faultTolerance
+        x::Name(0x1cdcd04), // VMFS
+        x::Name(0x1480f03), // NFS
+        x::Name(0x1481305), // NFS41
+        x::Name(0x5c7904), // CIFS
+        x::Name(0x3678b04), // vsan
+        x::Name(0x1cd4f04), // VFFS
+        x::Name(0x1d67504), // VVOL
+        x::Name(0x15fa304), // PMEM
+        x::Name(0x367f205), // vsanD
+        x::Name(0x154fe05), // OTHER
+        x::Name(0x2a4fd07), // inbound
+        x::Name(0x2eca408), // outbound
+        x::Name(0x32bba03), // src
+        x::Name(0x2760503), // dst
+        x::Name(0x33efd03), // tcp
+        x::Name(0x3475303), // udp
+        x::Name(0x287210e), // faultTolerance
+        x::Name(0x2880f03), // fdm
+        x::Name(0x34be00d), // updateManager
+        x::Name(0x3673d0d), // vpxHeartbeats
+        x::Name(0x3674b04), // vpxa
+        x::Name(0x347cb09), // undefined
+        x::Name(0x2405305), // board
+        x::Name(0x3005707), // product
+        x::Name(0x3217106), // shared
+        x::Name(0x321820c), // sharedDirect
+        x::Name(0x2f4980b), // performance
+        x::Name(0x252f20d), // consolidation
+        x::Name(0x3188b08), // sameSize
+        x::Name(0x2ccfe09), // mixedSize
+        x::Name(0x23eca05), // basic
+        x::Name(0x3217106), // shared
+        x::Name(0x26cfd06), // direct
+        x::Name(0x321820c), // sharedDirect
+        x::Name(0x2daff04), // none
+        x::Name(0x3188b08), // sameSize
+        x::Name(0x2ccfe09), // mixedSize
+        x::Name(0x2cf7b10), // multiInstanceGpu
+        x::Name(0x1ba5107), // Unknown
+        x::Name(0xd3ec05), // Green
+        x::Name(0x22c1b06), // Yellow
+        x::Name(0x182f503), // Red
+        x::Name(0x969109), // Datastore
+        x::Name(0x365ae10), // vmware_certified
+        x::Name(0x3659e0f), // vmware_accepted
+        x::Name(0x2f14e07), // partner
+        x::Name(0x24c4209), // community
+        x::Name(0x3005707), // product
+        x::Name(0x3004d09), // processor
+        x::Name(0x3005707), // product
+        x::Name(0x3004d09), // processor
+        x::Name(0x2474e0e), // chapProhibited
+        x::Name(0x247190f), // chapDiscouraged
+        x::Name(0x247400d), // chapPreferred
+        x::Name(0x2475d0c), // chapRequired
+        x::Name(0x26c5310), // digestProhibited
+        x::Name(0x26bfa11), // digestDiscouraged
+        x::Name(0x26c430f), // digestPreferred
+        x::Name(0x26c750e), // digestRequired
+        x::Name(0x8e0f04), // DHCP
+        x::Name(0x59990e), // AutoConfigured
+        x::Name(0x1aad906), // Static
+        x::Name(0x1568105), // Other
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "admin")] 0 => return Some(x::decode_struct_object::<HostDateTimeConfig>(r)),
+        #[cfg(feature = "admin")] 1 => return Some(x::decode_struct_object::<HostDateTimeInfo>(r)),
+        #[cfg(feature = "admin")] 3 => return Some(x::decode_struct_object::<HostDateTimeSystemServiceTestResult>(r)),
+        #[cfg(feature = "admin")] 4 => return Some(x::decode_struct_object::<HostDateTimeSystemTimeZone>(r)),
+        #[cfg(feature = "admin")] 7 => return Some(x::decode_struct_object::<HostDeploymentInfo>(r)),
+        8 => return Some(x::decode_struct_object::<HostDevice>(r)),
+        #[cfg(feature = "admin")] 9 => return Some(x::decode_struct_object::<HostDhcpService>(r)),
+        #[cfg(feature = "admin")] 10 => return Some(x::decode_struct_object::<HostDhcpServiceConfig>(r)),
+        #[cfg(feature = "admin")] 11 => return Some(x::decode_struct_object::<HostDhcpServiceSpec>(r)),
+        #[cfg(feature = "admin")] 12 => return Some(x::decode_struct_object::<HostDiagnosticPartition>(r)),
+        #[cfg(feature = "admin")] 13 => return Some(x::decode_struct_object::<HostDiagnosticPartitionCreateDescription>(r)),
+        #[cfg(feature = "admin")] 14 => return Some(x::decode_struct_object::<HostDiagnosticPartitionCreateOption>(r)),
+        #[cfg(feature = "admin")] 15 => return Some(x::decode_struct_object::<HostDiagnosticPartitionCreateSpec>(r)),
+        16 => return Some(x::decode_struct_object::<HostDigestInfo>(r)),
+        #[cfg(feature = "admin")] 19 => return Some(x::decode_struct_object::<HostDirectoryStoreInfo>(r)),
+        #[cfg(feature = "all-events")] 20 => return Some(x::decode_struct_object::<HostDisconnectedEvent>(r)),
+        22 => return Some(x::decode_struct_object::<HostDiskConfigurationResult>(r)),
+        23 => return Some(x::decode_struct_object::<HostDiskDimensions>(r)),
+        24 => return Some(x::decode_struct_object::<HostDiskDimensionsChs>(r)),
+        25 => return Some(x::decode_struct_object::<HostDiskDimensionsLba>(r)),
+        26 => return Some(x::decode_struct_object::<HostDiskMappingInfo>(r)),
+        27 => return Some(x::decode_struct_object::<HostDiskMappingOption>(r)),
+        28 => return Some(x::decode_struct_object::<HostDiskMappingPartitionInfo>(r)),
+        29 => return Some(x::decode_struct_object::<HostDiskMappingPartitionOption>(r)),
+        30 => return Some(x::decode_struct_object::<HostDiskPartitionAttributes>(r)),
+        31 => return Some(x::decode_struct_object::<HostDiskPartitionBlockRange>(r)),
+        #[cfg(feature = "admin")] 32 => return Some(x::decode_struct_object::<HostDiskPartitionInfo>(r)),
+        35 => return Some(x::decode_struct_object::<HostDiskPartitionLayout>(r)),
+        36 => return Some(x::decode_struct_object::<HostDiskPartitionSpec>(r)),
+        #[cfg(feature = "admin")] 39 => return Some(x::decode_struct_object::<HostDnsConfig>(r)),
+        #[cfg(feature = "admin")] 40 => return Some(x::decode_struct_object::<HostDnsConfigSpec>(r)),
+        #[cfg(feature = "admin")] 41 => return Some(x::decode_struct_object::<HostDvxClass>(r)),
+        #[cfg(feature = "all-events")] 42 => return Some(x::decode_struct_object::<HostEnableAdminFailedEvent>(r)),
+        43 => return Some(x::decode_struct_object::<HostEnterMaintenanceResult>(r)),
+        #[cfg(feature = "admin")] 44 => return Some(x::decode_struct_object::<HostEsxAgentHostManagerConfigInfo>(r)),
+        #[cfg(feature = "all-events")] 45 => return Some(x::decode_struct_object::<HostEvent>(r)),
+        46 => return Some(x::decode_struct_object::<HostEventArgument>(r)),
+        #[cfg(feature = "all-events")] 48 => return Some(x::decode_struct_object::<HostExtraNetworksEvent>(r)),
+        49 => return Some(x::decode_struct_object::<HostFaultToleranceManagerComponentHealthInfo>(r)),
+        50 => return Some(x::decode_struct_object::<HostFeatureCapability>(r)),
+        51 => return Some(x::decode_struct_object::<HostFeatureMask>(r)),
+        52 => return Some(x::decode_struct_object::<HostFeatureVersionInfo>(r)),
+        #[cfg(feature = "admin")] 54 => return Some(x::decode_struct_object::<HostFibreChannelHba>(r)),
+        #[cfg(feature = "admin")] 55 => return Some(x::decode_struct_object::<HostFibreChannelOverEthernetHba>(r)),
+        #[cfg(feature = "admin")] 56 => return Some(x::decode_struct_object::<HostFibreChannelOverEthernetHbaLinkInfo>(r)),
+        #[cfg(feature = "admin")] 57 => return Some(x::decode_struct_object::<HostFibreChannelOverEthernetTargetTransport>(r)),
+        #[cfg(feature = "admin")] 58 => return Some(x::decode_struct_object::<HostFibreChannelTargetTransport>(r)),
+        59 => return Some(x::decode_struct_object::<HostFileAccess>(r)),
+        #[cfg(feature = "admin")] 60 => return Some(x::decode_struct_object::<HostFileSystemMountInfo>(r)),
+        61 => return Some(x::decode_struct_object::<HostFileSystemVolume>(r)),
+        #[cfg(feature = "admin")] 63 => return Some(x::decode_struct_object::<HostFileSystemVolumeInfo>(r)),
+        #[cfg(feature = "admin")] 64 => return Some(x::decode_struct_object::<HostFirewallConfig>(r)),
+        #[cfg(feature = "admin")] 65 => return Some(x::decode_struct_object::<HostFirewallConfigRuleSetConfig>(r)),
+        #[cfg(feature = "admin")] 66 => return Some(x::decode_struct_object::<HostFirewallDefaultPolicy>(r)),
+        #[cfg(feature = "admin")] 67 => return Some(x::decode_struct_object::<HostFirewallInfo>(r)),
+        #[cfg(feature = "admin")] 68 => return Some(x::decode_struct_object::<HostFirewallRule>(r)),
+        #[cfg(feature = "admin")] 72 => return Some(x::decode_struct_object::<HostFirewallRuleset>(r)),
+        #[cfg(feature = "admin")] 73 => return Some(x::decode_struct_object::<HostFirewallRulesetIpList>(r)),
+        #[cfg(feature = "admin")] 74 => return Some(x::decode_struct_object::<HostFirewallRulesetIpNetwork>(r)),
+        #[cfg(feature = "admin")] 75 => return Some(x::decode_struct_object::<HostFirewallRulesetRulesetSpec>(r)),
+        #[cfg(feature = "admin")] 78 => return Some(x::decode_struct_object::<HostFlagInfo>(r)),
+        79 => return Some(x::decode_struct_object::<HostForceMountedInfo>(r)),
+        80 => return Some(x::decode_struct_object::<HostFru>(r)),
+        82 => return Some(x::decode_struct_object::<HostGatewaySpec>(r)),
+        #[cfg(feature = "all-events")] 83 => return Some(x::decode_struct_object::<HostGetShortNameFailedEvent>(r)),
+        #[cfg(feature = "admin")] 85 => return Some(x::decode_struct_object::<HostGraphicsConfig>(r)),
+        #[cfg(feature = "admin")] 86 => return Some(x::decode_struct_object::<HostGraphicsConfigDeviceType>(r)),
+        #[cfg(feature = "admin")] 90 => return Some(x::decode_struct_object::<HostGraphicsInfo>(r)),
+        93 => return Some(x::decode_struct_object::<HostHardwareElementInfo>(r)),
+        #[cfg(feature = "admin")] 95 => return Some(x::decode_struct_object::<HostHardwareInfo>(r)),
+        96 => return Some(x::decode_struct_object::<HostHardwareStatusInfo>(r)),
+        97 => return Some(x::decode_struct_object::<HostHardwareSummary>(r)),
+        #[cfg(feature = "all-faults")] 98 => return Some(x::decode_struct_object::<HostHasComponentFailure>(r)),
+        #[cfg(feature = "admin")] 100 => return Some(x::decode_struct_object::<HostHbaCreateSpec>(r)),
+        #[cfg(feature = "admin")] 101 => return Some(x::decode_struct_object::<HostHostBusAdapter>(r)),
+        #[cfg(feature = "admin")] 102 => return Some(x::decode_struct_object::<HostHyperThreadScheduleInfo>(r)),
+        #[cfg(feature = "admin")] 106 => return Some(x::decode_struct_object::<HostImageProfileSummary>(r)),
+        #[cfg(feature = "all-events")] 107 => return Some(x::decode_struct_object::<HostInAuditModeEvent>(r)),
+        #[cfg(feature = "all-faults")] 108 => return Some(x::decode_struct_object::<HostInDomain>(r)),
+        #[cfg(feature = "all-faults")] 109 => return Some(x::decode_struct_object::<HostIncompatibleForFaultTolerance>(r)),
+        #[cfg(feature = "all-faults")] 111 => return Some(x::decode_struct_object::<HostIncompatibleForRecordReplay>(r)),
+        #[cfg(feature = "admin")] 114 => return Some(x::decode_struct_object::<HostInternetScsiHba>(r)),
+        #[cfg(feature = "admin")] 115 => return Some(x::decode_struct_object::<HostInternetScsiHbaAuthenticationCapabilities>(r)),
+        #[cfg(feature = "admin")] 116 => return Some(x::decode_struct_object::<HostInternetScsiHbaAuthenticationProperties>(r)),
+        #[cfg(feature = "admin")] 118 => return Some(x::decode_struct_object::<HostInternetScsiHbaDigestCapabilities>(r)),
+        #[cfg(feature = "admin")] 119 => return Some(x::decode_struct_object::<HostInternetScsiHbaDigestProperties>(r)),
+        #[cfg(feature = "admin")] 121 => return Some(x::decode_struct_object::<HostInternetScsiHbaDiscoveryCapabilities>(r)),
+        #[cfg(feature = "admin")] 122 => return Some(x::decode_struct_object::<HostInternetScsiHbaDiscoveryProperties>(r)),
+        #[cfg(feature = "admin")] 123 => return Some(x::decode_struct_object::<HostInternetScsiHbaIPCapabilities>(r)),
+        #[cfg(feature = "admin")] 124 => return Some(x::decode_struct_object::<HostInternetScsiHbaIPProperties>(r)),
+        #[cfg(feature = "admin")] 125 => return Some(x::decode_struct_object::<HostInternetScsiHbaIPv6Properties>(r)),
+        #[cfg(feature = "admin")] 126 => return Some(x::decode_struct_object::<HostInternetScsiHbaIscsiIpv6Address>(r)),
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfoProtocol(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfoDigestMethodType(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestVerificationSetting(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEventReasonCode(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfoPartitionFormat(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfoType(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDistributedVirtualSwitchManagerFailoverReason(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDistributedVirtualSwitchManagerFailoverStage(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureVersionKey(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolumeFileSystemType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleDirection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulePortType(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleProtocol(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemRuleSetId(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemServiceName(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFruFruType(v), Err(e) => return Some(Err(e)) },
+        87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigGraphicsType(v), Err(e) => return Some(Err(e)) },
+        88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v), Err(e) => return Some(Err(e)) },
+        89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigVgpuMode(v), Err(e) => return Some(Err(e)) },
+        91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfoGraphicsType(v), Err(e) => return Some(Err(e)) },
+        92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfoVgpuMode(v), Err(e) => return Some(Err(e)) },
+        94 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareElementStatus(v), Err(e) => return Some(Err(e)) },
+        99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailureHostComponentType(v), Err(e) => return Some(Err(e)) },
+        103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageAcceptanceLevel(v), Err(e) => return Some(Err(e)) },
+        110 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForFaultToleranceReason(v), Err(e) => return Some(Err(e)) },
+        112 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForRecordReplayReason(v), Err(e) => return Some(Err(e)) },
+        117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaChapAuthenticationType(v), Err(e) => return Some(Err(e)) },
+        120 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestType(v), Err(e) => return Some(Err(e)) },
+        127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "all-events")] HostCnxFailedEvent(Box<HostCnxFailedEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedNetworkErrorEvent(Box<HostCnxFailedNetworkErrorEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedNoAccessEvent(Box<HostCnxFailedNoAccessEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedNoConnectionEvent(Box<HostCnxFailedNoConnectionEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedNoLicenseEvent(Box<HostCnxFailedNoLicenseEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedNotFoundEvent(Box<HostCnxFailedNotFoundEvent>),
-    #[cfg(feature = "all-events")] HostCnxFailedTimeoutEvent(Box<HostCnxFailedTimeoutEvent>),
-    HostCommunication(Box<HostCommunication>),
-    #[cfg(feature = "all-events")] HostComplianceCheckedEvent(Box<HostComplianceCheckedEvent>),
-    #[cfg(feature = "all-events")] HostCompliantEvent(Box<HostCompliantEvent>),
-    #[cfg(feature = "all-events")] HostConfigAppliedEvent(Box<HostConfigAppliedEvent>),
-    HostConfigChange(Box<HostConfigChange>),
-    HostConfigChangeMode(Box<HostConfigChangeMode>),
-    HostConfigChangeOperation(Box<HostConfigChangeOperation>),
-    HostConfigChangeOwner(Box<HostConfigChangeOwner>),
-    #[cfg(feature = "all-faults")] HostConfigFailed(Box<HostConfigFailed>),
-    #[cfg(feature = "all-faults")] HostConfigFault(Box<HostConfigFault>),
-    #[cfg(feature = "admin")] HostConfigInfo(Box<HostConfigInfo>),
-    HostConfigManager(Box<HostConfigManager>),
-    #[cfg(feature = "admin")] HostConfigSpec(Box<HostConfigSpec>),
-    HostConfigSummary(Box<HostConfigSummary>),
-    #[cfg(feature = "all-faults")] HostConnectFault(Box<HostConnectFault>),
-    HostConnectInfo(Box<HostConnectInfo>),
-    HostConnectInfoNetworkInfo(Box<HostConnectInfoNetworkInfo>),
-    HostConnectSpec(Box<HostConnectSpec>),
-    #[cfg(feature = "all-events")] HostConnectedEvent(Box<HostConnectedEvent>),
-    #[cfg(feature = "all-events")] HostConnectionLostEvent(Box<HostConnectionLostEvent>),
-    HostCpuIdInfo(Box<HostCpuIdInfo>),
-    #[cfg(feature = "admin")] HostCpuInfo(Box<HostCpuInfo>),
-    #[cfg(feature = "admin")] HostCpuPackage(Box<HostCpuPackage>),
-    HostCpuPackageVendor(Box<HostCpuPackageVendor>),
-    #[cfg(feature = "admin")] HostCpuPowerManagementInfo(Box<HostCpuPowerManagementInfo>),
-    HostCpuPowerManagementInfoPolicyType(Box<HostCpuPowerManagementInfoPolicyType>),
-    #[cfg(feature = "admin")] HostCpuSchedulerInfo(Box<HostCpuSchedulerInfo>),
-    HostCpuSchedulerInfoCpuSchedulerPolicyInfo(Box<HostCpuSchedulerInfoCpuSchedulerPolicyInfo>),
-    HostCryptoState(Box<HostCryptoState>),
-    HostDVSConfigSpecSwitchMode(Box<HostDVSConfigSpecSwitchMode>),
-    #[cfg(feature = "all-events")] HostDasDisabledEvent(Box<HostDasDisabledEvent>),
-    #[cfg(feature = "all-events")] HostDasDisablingEvent(Box<HostDasDisablingEvent>),
-    #[cfg(feature = "all-events")] HostDasEnabledEvent(Box<HostDasEnabledEvent>),
-    #[cfg(feature = "all-events")] HostDasEnablingEvent(Box<HostDasEnablingEvent>),
-    #[cfg(feature = "all-events")] HostDasErrorEvent(Box<HostDasErrorEvent>),
-    HostDasErrorEventHostDasErrorReason(Box<HostDasErrorEventHostDasErrorReason>),
-    #[cfg(feature = "all-events")] HostDasEvent(Box<HostDasEvent>),
-    #[cfg(feature = "all-events")] HostDasOkEvent(Box<HostDasOkEvent>),
-    HostDataTransportConnectionInfo(Box<HostDataTransportConnectionInfo>),
-    HostDatastoreBrowserSearchResults(Box<HostDatastoreBrowserSearchResults>),
-    HostDatastoreBrowserSearchSpec(Box<HostDatastoreBrowserSearchSpec>),
-    HostDatastoreConnectInfo(Box<HostDatastoreConnectInfo>),
-    HostDatastoreExistsConnectInfo(Box<HostDatastoreExistsConnectInfo>),
-    HostDatastoreNameConflictConnectInfo(Box<HostDatastoreNameConflictConnectInfo>),
-    HostDatastoreSystemCapabilities(Box<HostDatastoreSystemCapabilities>),
-    HostDatastoreSystemDatastoreResult(Box<HostDatastoreSystemDatastoreResult>),
-    HostDatastoreSystemVvolDatastoreSpec(Box<HostDatastoreSystemVvolDatastoreSpec>),
-    #[cfg(feature = "admin")] HostDateTimeConfig(Box<HostDateTimeConfig>),
-    #[cfg(feature = "admin")] HostDateTimeInfo(Box<HostDateTimeInfo>),
     HostDateTimeInfoProtocol(Box<HostDateTimeInfoProtocol>),
-    #[cfg(feature = "admin")] HostDateTimeSystemServiceTestResult(Box<HostDateTimeSystemServiceTestResult>),
-    #[cfg(feature = "admin")] HostDateTimeSystemTimeZone(Box<HostDateTimeSystemTimeZone>),
-    #[cfg(feature = "admin")] HostDeploymentInfo(Box<HostDeploymentInfo>),
-    HostDevice(Box<HostDevice>),
-    #[cfg(feature = "admin")] HostDhcpService(Box<HostDhcpService>),
-    #[cfg(feature = "admin")] HostDhcpServiceConfig(Box<HostDhcpServiceConfig>),
-    #[cfg(feature = "admin")] HostDhcpServiceSpec(Box<HostDhcpServiceSpec>),
+    HostDigestInfoDigestMethodType(Box<HostDigestInfoDigestMethodType>),
+    HostDigestVerificationSetting(Box<HostDigestVerificationSetting>),
+    HostDisconnectedEventReasonCode(Box<HostDisconnectedEventReasonCode>),
+    HostDiskPartitionInfoPartitionFormat(Box<HostDiskPartitionInfoPartitionFormat>),
+    HostDiskPartitionInfoType(Box<HostDiskPartitionInfoType>),
+    HostDistributedVirtualSwitchManagerFailoverReason(Box<HostDistributedVirtualSwitchManagerFailoverReason>),
+    HostDistributedVirtualSwitchManagerFailoverStage(Box<HostDistributedVirtualSwitchManagerFailoverStage>),
+    HostFeatureVersionKey(Box<HostFeatureVersionKey>),
+    HostFileSystemVolumeFileSystemType(Box<HostFileSystemVolumeFileSystemType>),
+    #[cfg(feature = "admin")] HostFirewallRuleDirection(Box<HostFirewallRuleDirection>),
+    #[cfg(feature = "admin")] HostFirewallRulePortType(Box<HostFirewallRulePortType>),
+    HostFirewallRuleProtocol(Box<HostFirewallRuleProtocol>),
+    HostFirewallSystemRuleSetId(Box<HostFirewallSystemRuleSetId>),
+    HostFirewallSystemServiceName(Box<HostFirewallSystemServiceName>),
+    HostFruFruType(Box<HostFruFruType>),
+    HostGraphicsConfigGraphicsType(Box<HostGraphicsConfigGraphicsType>),
+    HostGraphicsConfigSharedPassthruAssignmentPolicy(Box<HostGraphicsConfigSharedPassthruAssignmentPolicy>),
+    HostGraphicsConfigVgpuMode(Box<HostGraphicsConfigVgpuMode>),
+    HostGraphicsInfoGraphicsType(Box<HostGraphicsInfoGraphicsType>),
+    HostGraphicsInfoVgpuMode(Box<HostGraphicsInfoVgpuMode>),
+    HostHardwareElementStatus(Box<HostHardwareElementStatus>),
+    HostHasComponentFailureHostComponentType(Box<HostHasComponentFailureHostComponentType>),
+    HostImageAcceptanceLevel(Box<HostImageAcceptanceLevel>),
+    HostIncompatibleForFaultToleranceReason(Box<HostIncompatibleForFaultToleranceReason>),
+    HostIncompatibleForRecordReplayReason(Box<HostIncompatibleForRecordReplayReason>),
+    HostInternetScsiHbaChapAuthenticationType(Box<HostInternetScsiHbaChapAuthenticationType>),
+    HostInternetScsiHbaDigestType(Box<HostInternetScsiHbaDigestType>),
+    HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(Box<HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -451,148 +809,38 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNetworkErrorEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoAccessEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoConnectionEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoLicenseEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNotFoundEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedTimeoutEvent(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCommunication(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostComplianceCheckedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCompliantEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigAppliedEvent(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChange(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeMode(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOperation(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOwner(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFailed(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigInfo(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigManager(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSpec(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSummary(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectFault(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectInfo(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectInfoNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectionLostEvent(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuIdInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackage(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackageVendor(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPowerManagementInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPowerManagementInfoPolicyType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfo(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCryptoState(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDVSConfigSpecSwitchMode(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasDisabledEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasDisablingEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEnablingEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasErrorEvent(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasErrorEventHostDasErrorReason(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasOkEvent(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDataTransportConnectionInfo(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreBrowserSearchResults(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreBrowserSearchSpec(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreConnectInfo(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreExistsConnectInfo(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreNameConflictConnectInfo(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemCapabilities(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemDatastoreResult(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemVvolDatastoreSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfo(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfoProtocol(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemServiceTestResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDeploymentInfo(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDevice(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpService(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpServiceSpec(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "all-events")] Object::HostCnxFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNetworkErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoConnectionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNotFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCommunication(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostConfigAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigChange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigChangeMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigChangeOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigChangeOwner(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostConfigFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigManager(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConnectInfoNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCpuIdInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostCpuInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCpuPackageVendor(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostCpuPowerManagementInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCpuPowerManagementInfoPolicyType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostCpuSchedulerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCryptoState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDVSConfigSpecSwitchMode(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostDasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostDasDisablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostDasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostDasEnablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostDasErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDasErrorEventHostDasErrorReason(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostDasEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostDasOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDataTransportConnectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDatastoreBrowserSearchResults(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDatastoreBrowserSearchSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDatastoreConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDatastoreExistsConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDatastoreNameConflictConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDatastoreSystemCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDatastoreSystemDatastoreResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDatastoreSystemVvolDatastoreSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDateTimeConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDateTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDateTimeInfoProtocol(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDeploymentInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDhcpServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDigestInfoDigestMethodType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDigestVerificationSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDisconnectedEventReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionInfoPartitionFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionInfoType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFeatureVersionKey(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFileSystemVolumeFileSystemType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRuleProtocol(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallSystemRuleSetId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallSystemServiceName(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFruFruType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostGraphicsConfigGraphicsType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostGraphicsConfigVgpuMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostGraphicsInfoGraphicsType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostGraphicsInfoVgpuMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostHardwareElementStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostHasComponentFailureHostComponentType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostImageAcceptanceLevel(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostIncompatibleForFaultToleranceReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostIncompatibleForRecordReplayReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostInternetScsiHbaChapAuthenticationType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostInternetScsiHbaDigestType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -606,70 +854,35 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "all-events")] Object::HostCnxFailedEvent(_) => "HostCnxFailedEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNetworkErrorEvent(_) => "HostCnxFailedNetworkErrorEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoAccessEvent(_) => "HostCnxFailedNoAccessEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoConnectionEvent(_) => "HostCnxFailedNoConnectionEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoLicenseEvent(_) => "HostCnxFailedNoLicenseEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNotFoundEvent(_) => "HostCnxFailedNotFoundEvent",
-            #[cfg(feature = "all-events")] Object::HostCnxFailedTimeoutEvent(_) => "HostCnxFailedTimeoutEvent",
-            Object::HostCommunication(_) => "HostCommunication",
-            #[cfg(feature = "all-events")] Object::HostComplianceCheckedEvent(_) => "HostComplianceCheckedEvent",
-            #[cfg(feature = "all-events")] Object::HostCompliantEvent(_) => "HostCompliantEvent",
-            #[cfg(feature = "all-events")] Object::HostConfigAppliedEvent(_) => "HostConfigAppliedEvent",
-            Object::HostConfigChange(_) => "HostConfigChange",
-            Object::HostConfigChangeMode(_) => "HostConfigChangeMode",
-            Object::HostConfigChangeOperation(_) => "HostConfigChangeOperation",
-            Object::HostConfigChangeOwner(_) => "HostConfigChangeOwner",
-            #[cfg(feature = "all-faults")] Object::HostConfigFailed(_) => "HostConfigFailed",
-            #[cfg(feature = "all-faults")] Object::HostConfigFault(_) => "HostConfigFault",
-            #[cfg(feature = "admin")] Object::HostConfigInfo(_) => "HostConfigInfo",
-            Object::HostConfigManager(_) => "HostConfigManager",
-            #[cfg(feature = "admin")] Object::HostConfigSpec(_) => "HostConfigSpec",
-            Object::HostConfigSummary(_) => "HostConfigSummary",
-            #[cfg(feature = "all-faults")] Object::HostConnectFault(_) => "HostConnectFault",
-            Object::HostConnectInfo(_) => "HostConnectInfo",
-            Object::HostConnectInfoNetworkInfo(_) => "HostConnectInfoNetworkInfo",
-            Object::HostConnectSpec(_) => "HostConnectSpec",
-            #[cfg(feature = "all-events")] Object::HostConnectedEvent(_) => "HostConnectedEvent",
-            #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(_) => "HostConnectionLostEvent",
-            Object::HostCpuIdInfo(_) => "HostCpuIdInfo",
-            #[cfg(feature = "admin")] Object::HostCpuInfo(_) => "HostCpuInfo",
-            #[cfg(feature = "admin")] Object::HostCpuPackage(_) => "HostCpuPackage",
-            Object::HostCpuPackageVendor(_) => "HostCpuPackageVendor",
-            #[cfg(feature = "admin")] Object::HostCpuPowerManagementInfo(_) => "HostCpuPowerManagementInfo",
-            Object::HostCpuPowerManagementInfoPolicyType(_) => "HostCpuPowerManagementInfoPolicyType",
-            #[cfg(feature = "admin")] Object::HostCpuSchedulerInfo(_) => "HostCpuSchedulerInfo",
-            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(_) => "HostCpuSchedulerInfoCpuSchedulerPolicyInfo",
-            Object::HostCryptoState(_) => "HostCryptoState",
-            Object::HostDVSConfigSpecSwitchMode(_) => "HostDVSConfigSpecSwitchMode",
-            #[cfg(feature = "all-events")] Object::HostDasDisabledEvent(_) => "HostDasDisabledEvent",
-            #[cfg(feature = "all-events")] Object::HostDasDisablingEvent(_) => "HostDasDisablingEvent",
-            #[cfg(feature = "all-events")] Object::HostDasEnabledEvent(_) => "HostDasEnabledEvent",
-            #[cfg(feature = "all-events")] Object::HostDasEnablingEvent(_) => "HostDasEnablingEvent",
-            #[cfg(feature = "all-events")] Object::HostDasErrorEvent(_) => "HostDasErrorEvent",
-            Object::HostDasErrorEventHostDasErrorReason(_) => "HostDasErrorEventHostDasErrorReason",
-            #[cfg(feature = "all-events")] Object::HostDasEvent(_) => "HostDasEvent",
-            #[cfg(feature = "all-events")] Object::HostDasOkEvent(_) => "HostDasOkEvent",
-            Object::HostDataTransportConnectionInfo(_) => "HostDataTransportConnectionInfo",
-            Object::HostDatastoreBrowserSearchResults(_) => "HostDatastoreBrowserSearchResults",
-            Object::HostDatastoreBrowserSearchSpec(_) => "HostDatastoreBrowserSearchSpec",
-            Object::HostDatastoreConnectInfo(_) => "HostDatastoreConnectInfo",
-            Object::HostDatastoreExistsConnectInfo(_) => "HostDatastoreExistsConnectInfo",
-            Object::HostDatastoreNameConflictConnectInfo(_) => "HostDatastoreNameConflictConnectInfo",
-            Object::HostDatastoreSystemCapabilities(_) => "HostDatastoreSystemCapabilities",
-            Object::HostDatastoreSystemDatastoreResult(_) => "HostDatastoreSystemDatastoreResult",
-            Object::HostDatastoreSystemVvolDatastoreSpec(_) => "HostDatastoreSystemVvolDatastoreSpec",
-            #[cfg(feature = "admin")] Object::HostDateTimeConfig(_) => "HostDateTimeConfig",
-            #[cfg(feature = "admin")] Object::HostDateTimeInfo(_) => "HostDateTimeInfo",
             Object::HostDateTimeInfoProtocol(_) => "HostDateTimeInfoProtocol",
-            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(_) => "HostDateTimeSystemServiceTestResult",
-            #[cfg(feature = "admin")] Object::HostDateTimeSystemTimeZone(_) => "HostDateTimeSystemTimeZone",
-            #[cfg(feature = "admin")] Object::HostDeploymentInfo(_) => "HostDeploymentInfo",
-            Object::HostDevice(_) => "HostDevice",
-            #[cfg(feature = "admin")] Object::HostDhcpService(_) => "HostDhcpService",
-            #[cfg(feature = "admin")] Object::HostDhcpServiceConfig(_) => "HostDhcpServiceConfig",
-            #[cfg(feature = "admin")] Object::HostDhcpServiceSpec(_) => "HostDhcpServiceSpec",
+            Object::HostDigestInfoDigestMethodType(_) => "HostDigestInfoDigestMethodType",
+            Object::HostDigestVerificationSetting(_) => "HostDigestVerificationSetting",
+            Object::HostDisconnectedEventReasonCode(_) => "HostDisconnectedEventReasonCode",
+            Object::HostDiskPartitionInfoPartitionFormat(_) => "HostDiskPartitionInfoPartitionFormat",
+            Object::HostDiskPartitionInfoType(_) => "HostDiskPartitionInfoType",
+            Object::HostDistributedVirtualSwitchManagerFailoverReason(_) => "HostDistributedVirtualSwitchManagerFailoverReason",
+            Object::HostDistributedVirtualSwitchManagerFailoverStage(_) => "HostDistributedVirtualSwitchManagerFailoverStage",
+            Object::HostFeatureVersionKey(_) => "HostFeatureVersionKey",
+            Object::HostFileSystemVolumeFileSystemType(_) => "HostFileSystemVolumeFileSystemType",
+            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(_) => "HostFirewallRuleDirection",
+            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(_) => "HostFirewallRulePortType",
+            Object::HostFirewallRuleProtocol(_) => "HostFirewallRuleProtocol",
+            Object::HostFirewallSystemRuleSetId(_) => "HostFirewallSystemRuleSetId",
+            Object::HostFirewallSystemServiceName(_) => "HostFirewallSystemServiceName",
+            Object::HostFruFruType(_) => "HostFruFruType",
+            Object::HostGraphicsConfigGraphicsType(_) => "HostGraphicsConfigGraphicsType",
+            Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(_) => "HostGraphicsConfigSharedPassthruAssignmentPolicy",
+            Object::HostGraphicsConfigVgpuMode(_) => "HostGraphicsConfigVgpuMode",
+            Object::HostGraphicsInfoGraphicsType(_) => "HostGraphicsInfoGraphicsType",
+            Object::HostGraphicsInfoVgpuMode(_) => "HostGraphicsInfoVgpuMode",
+            Object::HostHardwareElementStatus(_) => "HostHardwareElementStatus",
+            Object::HostHasComponentFailureHostComponentType(_) => "HostHasComponentFailureHostComponentType",
+            Object::HostImageAcceptanceLevel(_) => "HostImageAcceptanceLevel",
+            Object::HostIncompatibleForFaultToleranceReason(_) => "HostIncompatibleForFaultToleranceReason",
+            Object::HostIncompatibleForRecordReplayReason(_) => "HostIncompatibleForRecordReplayReason",
+            Object::HostInternetScsiHbaChapAuthenticationType(_) => "HostInternetScsiHbaChapAuthenticationType",
+            Object::HostInternetScsiHbaDigestType(_) => "HostInternetScsiHbaDigestType",
+            Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(_) => "HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -689,970 +902,39 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "all-events")] Object::HostCnxFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNetworkErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoAccessEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoConnectionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoLicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNotFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedTimeoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCommunication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostComplianceCheckedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostCompliantEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostConfigAppliedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigChangeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigChangeOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigChangeOwner(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostConfigFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigManager(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConnectInfoNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCpuIdInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostCpuInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCpuPackageVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostCpuPowerManagementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCpuPowerManagementInfoPolicyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostCpuSchedulerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCryptoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDVSConfigSpecSwitchMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostDasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostDasDisablingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostDasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostDasEnablingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostDasErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDasErrorEventHostDasErrorReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostDasEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostDasOkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDataTransportConnectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDatastoreBrowserSearchResults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDatastoreBrowserSearchSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDatastoreConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDatastoreExistsConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDatastoreNameConflictConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDatastoreSystemCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDatastoreSystemDatastoreResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDatastoreSystemVvolDatastoreSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDateTimeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDateTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDateTimeInfoProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDeploymentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDhcpServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDigestInfoDigestMethodType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDigestVerificationSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDisconnectedEventReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionInfoPartitionFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionInfoType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFeatureVersionKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFileSystemVolumeFileSystemType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRuleProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallSystemRuleSetId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallSystemServiceName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFruFruType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostGraphicsConfigGraphicsType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostGraphicsConfigVgpuMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostGraphicsInfoGraphicsType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostGraphicsInfoVgpuMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostHardwareElementStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostHasComponentFailureHostComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostImageAcceptanceLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostIncompatibleForFaultToleranceReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostIncompatibleForRecordReplayReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostInternetScsiHbaChapAuthenticationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostInternetScsiHbaDigestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNetworkErrorEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedNetworkErrorEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNetworkErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNetworkErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNoAccessEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedNoAccessEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNoAccessEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNoAccessEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNoConnectionEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedNoConnectionEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNoConnectionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNoConnectionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNoLicenseEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedNoLicenseEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNoLicenseEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNoLicenseEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNotFoundEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedNotFoundEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNotFoundEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNotFoundEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedTimeoutEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCnxFailedTimeoutEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedTimeoutEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedTimeoutEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostCommunication {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCommunication(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCommunication(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCommunication(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostComplianceCheckedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostComplianceCheckedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostComplianceCheckedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostComplianceCheckedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostCompliantEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCompliantEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCompliantEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCompliantEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostConfigAppliedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigAppliedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigAppliedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigAppliedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConfigChange {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigChange(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConfigChangeMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigChangeMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigChangeMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigChangeMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConfigChangeOperation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigChangeOperation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigChangeOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigChangeOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConfigChangeOwner {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigChangeOwner(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigChangeOwner(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigChangeOwner(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostConfigFailed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigFailed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostConfigFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConfigManager {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigManager(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigManager(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigManager(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConfigSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConfigSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostConnectFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConnectFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConnectInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConnectInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConnectInfoNetworkInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConnectInfoNetworkInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectInfoNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectInfoNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostConnectSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConnectSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostConnectedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConnectedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostConnectionLostEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostConnectionLostEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectionLostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectionLostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostCpuIdInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCpuIdInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuIdInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuIdInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostCpuInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCpuInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostCpuPackage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCpuPackage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuPackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuPackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostCpuPackageVendor {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCpuPackageVendor(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuPackageVendor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuPackageVendor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostCpuPowerManagementInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCpuPowerManagementInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuPowerManagementInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuPowerManagementInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostCpuPowerManagementInfoPolicyType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCpuPowerManagementInfoPolicyType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostCpuSchedulerInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCpuSchedulerInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuSchedulerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuSchedulerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostCpuSchedulerInfoCpuSchedulerPolicyInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostCryptoState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostCryptoState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCryptoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCryptoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDVSConfigSpecSwitchMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDVSConfigSpecSwitchMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDVSConfigSpecSwitchMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDVSConfigSpecSwitchMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostDasDisabledEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDasDisabledEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasDisabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasDisabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostDasDisablingEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDasDisablingEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasDisablingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasDisablingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostDasEnabledEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDasEnabledEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostDasEnablingEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDasEnablingEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasEnablingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasEnablingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostDasErrorEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDasErrorEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDasErrorEventHostDasErrorReason {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDasErrorEventHostDasErrorReason(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostDasEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDasEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostDasOkEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDasOkEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasOkEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasOkEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDataTransportConnectionInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDataTransportConnectionInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDataTransportConnectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDataTransportConnectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDatastoreBrowserSearchResults {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDatastoreBrowserSearchResults(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreBrowserSearchResults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreBrowserSearchResults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDatastoreBrowserSearchSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDatastoreBrowserSearchSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreBrowserSearchSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreBrowserSearchSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDatastoreConnectInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDatastoreConnectInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDatastoreExistsConnectInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDatastoreExistsConnectInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreExistsConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreExistsConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDatastoreNameConflictConnectInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDatastoreNameConflictConnectInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreNameConflictConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreNameConflictConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDatastoreSystemCapabilities {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDatastoreSystemCapabilities(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreSystemCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreSystemCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDatastoreSystemDatastoreResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDatastoreSystemDatastoreResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreSystemDatastoreResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreSystemDatastoreResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDatastoreSystemVvolDatastoreSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDatastoreSystemVvolDatastoreSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreSystemVvolDatastoreSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreSystemVvolDatastoreSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDateTimeConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDateTimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for HostDateTimeInfoProtocol {
     type Object = Object;
@@ -1670,114 +952,450 @@ impl x::ObjectType for HostDateTimeInfoProtocol {
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeSystemServiceTestResult {
+impl x::ObjectType for HostDigestInfoDigestMethodType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDateTimeSystemServiceTestResult(value)
+        Object::HostDigestInfoDigestMethodType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeSystemServiceTestResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostDigestInfoDigestMethodType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeSystemServiceTestResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostDigestInfoDigestMethodType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeSystemTimeZone {
+impl x::ObjectType for HostDigestVerificationSetting {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDateTimeSystemTimeZone(value)
+        Object::HostDigestVerificationSetting(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeSystemTimeZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostDigestVerificationSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeSystemTimeZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostDigestVerificationSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDeploymentInfo {
+impl x::ObjectType for HostDisconnectedEventReasonCode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDeploymentInfo(value)
+        Object::HostDisconnectedEventReasonCode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDeploymentInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostDisconnectedEventReasonCode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDeploymentInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostDisconnectedEventReasonCode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDevice {
+impl x::ObjectType for HostDiskPartitionInfoPartitionFormat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDevice(value)
+        Object::HostDiskPartitionInfoPartitionFormat(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDhcpService {
+impl x::ObjectType for HostDiskPartitionInfoType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDhcpService(value)
+        Object::HostDiskPartitionInfoType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDhcpService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostDiskPartitionInfoType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDhcpService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostDiskPartitionInfoType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDhcpServiceConfig {
+impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDhcpServiceConfig(value)
+        Object::HostDistributedVirtualSwitchManagerFailoverReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDhcpServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDhcpServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDhcpServiceSpec {
+impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverStage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDhcpServiceSpec(value)
+        Object::HostDistributedVirtualSwitchManagerFailoverStage(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDhcpServiceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDhcpServiceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFeatureVersionKey {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFeatureVersionKey(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFeatureVersionKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFeatureVersionKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFileSystemVolumeFileSystemType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFileSystemVolumeFileSystemType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFileSystemVolumeFileSystemType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFileSystemVolumeFileSystemType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRuleDirection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRuleDirection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRuleDirection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRuleDirection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulePortType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRulePortType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRulePortType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRulePortType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRuleProtocol {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRuleProtocol(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRuleProtocol(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRuleProtocol(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallSystemRuleSetId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallSystemRuleSetId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallSystemRuleSetId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallSystemRuleSetId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallSystemServiceName {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallSystemServiceName(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallSystemServiceName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallSystemServiceName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFruFruType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFruFruType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFruFruType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFruFruType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostGraphicsConfigGraphicsType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostGraphicsConfigGraphicsType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostGraphicsConfigGraphicsType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostGraphicsConfigGraphicsType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostGraphicsConfigSharedPassthruAssignmentPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostGraphicsConfigVgpuMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostGraphicsConfigVgpuMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostGraphicsConfigVgpuMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostGraphicsConfigVgpuMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostGraphicsInfoGraphicsType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostGraphicsInfoGraphicsType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostGraphicsInfoGraphicsType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostGraphicsInfoGraphicsType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostGraphicsInfoVgpuMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostGraphicsInfoVgpuMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostGraphicsInfoVgpuMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostGraphicsInfoVgpuMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostHardwareElementStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostHardwareElementStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostHardwareElementStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostHardwareElementStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostHasComponentFailureHostComponentType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostHasComponentFailureHostComponentType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostHasComponentFailureHostComponentType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostHasComponentFailureHostComponentType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostImageAcceptanceLevel {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostImageAcceptanceLevel(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostImageAcceptanceLevel(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostImageAcceptanceLevel(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostIncompatibleForFaultToleranceReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostIncompatibleForFaultToleranceReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostIncompatibleForFaultToleranceReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostIncompatibleForFaultToleranceReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostIncompatibleForRecordReplayReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostIncompatibleForRecordReplayReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostIncompatibleForRecordReplayReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostIncompatibleForRecordReplayReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostInternetScsiHbaChapAuthenticationType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostInternetScsiHbaChapAuthenticationType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostInternetScsiHbaChapAuthenticationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostInternetScsiHbaChapAuthenticationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostInternetScsiHbaDigestType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostInternetScsiHbaDigestType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostInternetScsiHbaDigestType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostInternetScsiHbaDigestType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,380 +6,840 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xe6b817), x::Name(0xbb9c0b), 0, 4), // HostDiagnosticPartition: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6d028), x::Name(0xbb9c0b), 4, 3), // HostDiagnosticPartitionCreateDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6f923), x::Name(0xbb9c0b), 7, 3), // HostDiagnosticPartitionCreateOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xe71d21), x::Name(0xbb9c0b), 10, 5), // HostDiagnosticPartitionCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe73f0e), x::Name(0xbb9c0b), 15, 3), // HostDigestInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe74e1e), 0, 6), // HostDigestInfoDigestMethodType
-        x::TypeEntry::enumeration(x::Name(0xe76d1d), 6, 4), // HostDigestVerificationSetting
-        x::TypeEntry::structure(x::Name(0xe78b16), x::Name(0xdcdb1b), 18, 0), // HostDirectoryStoreInfo: HostAuthenticationStoreInfo
-        x::TypeEntry::structure(x::Name(0xe7a215), x::Name(0xea3c09), 18, 1), // HostDisconnectedEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0xe7b81f), 10, 9), // HostDisconnectedEventReasonCode
-        x::TypeEntry::structure(x::Name(0xe7d81b), x::Name(0xbb9c0b), 19, 3), // HostDiskConfigurationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe7f412), x::Name(0xbb9c0b), 22, 0), // HostDiskDimensions: DynamicData
-        x::TypeEntry::structure(x::Name(0xe80715), x::Name(0xbb9c0b), 22, 3), // HostDiskDimensionsChs: DynamicData
-        x::TypeEntry::structure(x::Name(0xe81d15), x::Name(0xbb9c0b), 25, 2), // HostDiskDimensionsLba: DynamicData
-        x::TypeEntry::structure(x::Name(0xe83313), x::Name(0xbb9c0b), 27, 3), // HostDiskMappingInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe84715), x::Name(0xbb9c0b), 30, 2), // HostDiskMappingOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xe85d1c), x::Name(0xbb9c0b), 32, 3), // HostDiskMappingPartitionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe87a1e), x::Name(0xbb9c0b), 35, 3), // HostDiskMappingPartitionOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8991b), x::Name(0xbb9c0b), 38, 8), // HostDiskPartitionAttributes: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8b51b), x::Name(0xbb9c0b), 46, 4), // HostDiskPartitionBlockRange: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8d115), x::Name(0xbb9c0b), 50, 3), // HostDiskPartitionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe8e724), 19, 3), // HostDiskPartitionInfoPartitionFormat
-        x::TypeEntry::enumeration(x::Name(0xe90c19), 22, 8), // HostDiskPartitionInfoType
-        x::TypeEntry::structure(x::Name(0xe92617), x::Name(0xbb9c0b), 53, 2), // HostDiskPartitionLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0xe93e15), x::Name(0xbb9c0b), 55, 5), // HostDiskPartitionSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe95431), 30, 3), // HostDistributedVirtualSwitchManagerFailoverReason
-        x::TypeEntry::enumeration(x::Name(0xe98630), 33, 1), // HostDistributedVirtualSwitchManagerFailoverStage
-        x::TypeEntry::structure(x::Name(0xe9b70d), x::Name(0xbb9c0b), 60, 7), // HostDnsConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9c511), x::Name(0xe9b70d), 67, 2), // HostDnsConfigSpec: HostDnsConfig
-        x::TypeEntry::structure(x::Name(0xe9d70c), x::Name(0xbb9c0b), 69, 4), // HostDvxClass: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9e41a), x::Name(0xea3c09), 73, 1), // HostEnableAdminFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe9ff1a), x::Name(0xbb9c0b), 74, 2), // HostEnterMaintenanceResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xea1a21), x::Name(0xbb9c0b), 76, 2), // HostEsxAgentHostManagerConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xea3c09), x::Name(0xc19905), 78, 0), // HostEvent: Event
-        x::TypeEntry::structure(x::Name(0xea4611), x::Name(0xc04213), 78, 1), // HostEventArgument: EntityEventArgument
-        x::TypeEntry::request(x::Name(0xea5819), 79, 4), // HostExtendDiskRequestType
-        x::TypeEntry::structure(x::Name(0xea7216), x::Name(0xe4580c), 83, 1), // HostExtraNetworksEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xea892c), x::Name(0xbb9c0b), 84, 2), // HostFaultToleranceManagerComponentHealthInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xeab615), x::Name(0xbb9c0b), 86, 3), // HostFeatureCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0xeacc0f), x::Name(0xbb9c0b), 89, 3), // HostFeatureMask: DynamicData
-        x::TypeEntry::structure(x::Name(0xeadc16), x::Name(0xbb9c0b), 92, 2), // HostFeatureVersionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xeaf315), 34, 1), // HostFeatureVersionKey
-        x::TypeEntry::structure(x::Name(0xeb0913), x::Name(0xefbc12), 94, 4), // HostFibreChannelHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xeb1d1f), x::Name(0xeb0913), 98, 4), // HostFibreChannelOverEthernetHba: HostFibreChannelHba
-        x::TypeEntry::structure(x::Name(0xeb3d27), x::Name(0xbb9c0b), 102, 3), // HostFibreChannelOverEthernetHbaLinkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xeb652b), x::Name(0xeb911f), 105, 3), // HostFibreChannelOverEthernetTargetTransport: HostFibreChannelTargetTransport
-        x::TypeEntry::structure(x::Name(0xeb911f), x::Name(0x1172c13), 108, 2), // HostFibreChannelTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xebb10e), x::Name(0xbb9c0b), 110, 2), // HostFileAccess: DynamicData
-        x::TypeEntry::structure(x::Name(0xebc017), x::Name(0xbb9c0b), 112, 3), // HostFileSystemMountInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xebd814), x::Name(0xbb9c0b), 115, 3), // HostFileSystemVolume: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xebed22), 35, 10), // HostFileSystemVolumeFileSystemType
-        x::TypeEntry::structure(x::Name(0xec1018), x::Name(0xbb9c0b), 118, 2), // HostFileSystemVolumeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xec2912), x::Name(0xbb9c0b), 120, 2), // HostFirewallConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xec3c1f), x::Name(0xbb9c0b), 122, 3), // HostFirewallConfigRuleSetConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xec5c19), x::Name(0xbb9c0b), 125, 2), // HostFirewallDefaultPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xec7610), x::Name(0xbb9c0b), 127, 2), // HostFirewallInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xec8710), x::Name(0xbb9c0b), 129, 5), // HostFirewallRule: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xec9819), 45, 2), // HostFirewallRuleDirection
-        x::TypeEntry::enumeration(x::Name(0xecb218), 47, 2), // HostFirewallRulePortType
-        x::TypeEntry::enumeration(x::Name(0xeccb18), 49, 2), // HostFirewallRuleProtocol
-        x::TypeEntry::structure(x::Name(0xece413), x::Name(0xbb9c0b), 134, 9), // HostFirewallRuleset: DynamicData
-        x::TypeEntry::structure(x::Name(0xecf819), x::Name(0xbb9c0b), 143, 3), // HostFirewallRulesetIpList: DynamicData
-        x::TypeEntry::structure(x::Name(0xed121c), x::Name(0xbb9c0b), 146, 2), // HostFirewallRulesetIpNetwork: DynamicData
-        x::TypeEntry::structure(x::Name(0xed2f1e), x::Name(0xbb9c0b), 148, 1), // HostFirewallRulesetRulesetSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xed4e1b), 51, 4), // HostFirewallSystemRuleSetId
-        x::TypeEntry::enumeration(x::Name(0xed6a1d), 55, 1), // HostFirewallSystemServiceName
-        x::TypeEntry::structure(x::Name(0xed880c), x::Name(0xbb9c0b), 149, 1), // HostFlagInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xed9514), x::Name(0xbb9c0b), 150, 2), // HostForceMountedInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xedaa07), x::Name(0xbb9c0b), 152, 6), // HostFru: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xedb20e), 56, 3), // HostFruFruType
-        x::TypeEntry::structure(x::Name(0xedc10f), x::Name(0xbb9c0b), 158, 4), // HostGatewaySpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf35e37), 0, 2), // HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation
+        x::TypeEntry::enumeration(x::Name(0xf3962c), 2, 3), // HostInternetScsiHbaNetworkBindingSupportType
+        x::TypeEntry::structure(x::Name(0xf3c31d), x::Name(0x156630b), 0, 1), // HostInternetScsiHbaParamValue: OptionValue
+        x::TypeEntry::structure(x::Name(0xf3e11d), x::Name(0xbb9c0b), 1, 7), // HostInternetScsiHbaSendTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0xf3ff1f), x::Name(0xbb9c0b), 8, 9), // HostInternetScsiHbaStaticTarget: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf41f34), 5, 5), // HostInternetScsiHbaStaticTargetTargetDiscoveryMethod
+        x::TypeEntry::structure(x::Name(0xf4541c), x::Name(0xbb9c0b), 17, 2), // HostInternetScsiHbaTargetSet: DynamicData
+        x::TypeEntry::structure(x::Name(0xf4711f), x::Name(0x1172c13), 19, 3), // HostInternetScsiTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xf49111), x::Name(0x1508f11), 22, 1), // HostInventoryFull: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0xf4a316), x::Name(0x137ff0c), 23, 1), // HostInventoryFullEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0xf4ba1c), x::Name(0xc19905), 24, 0), // HostInventoryUnreadableEvent: Event
+        x::TypeEntry::structure(x::Name(0xf4d710), x::Name(0x130b50c), 24, 1), // HostIoFilterInfo: IoFilterInfo
+        x::TypeEntry::structure(x::Name(0xf4e812), x::Name(0xea3c09), 25, 2), // HostIpChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf4fb0c), x::Name(0xbb9c0b), 27, 4), // HostIpConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf50817), x::Name(0xbb9c0b), 31, 6), // HostIpConfigIpV6Address: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf52021), 10, 5), // HostIpConfigIpV6AddressConfigType
+        x::TypeEntry::structure(x::Name(0xf54224), x::Name(0xbb9c0b), 37, 3), // HostIpConfigIpV6AddressConfiguration: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf5671d), 15, 7), // HostIpConfigIpV6AddressStatus
+        x::TypeEntry::structure(x::Name(0xf58517), x::Name(0xea3c09), 40, 2), // HostIpInconsistentEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf59d11), x::Name(0xbb9c0b), 42, 4), // HostIpRouteConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf5af15), x::Name(0xf59d11), 46, 2), // HostIpRouteConfigSpec: HostIpRouteConfig
+        x::TypeEntry::structure(x::Name(0xf5c510), x::Name(0xbb9c0b), 48, 4), // HostIpRouteEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0xf5d60d), x::Name(0xbb9c0b), 52, 2), // HostIpRouteOp: DynamicData
+        x::TypeEntry::structure(x::Name(0xf5e416), x::Name(0xbb9c0b), 54, 2), // HostIpRouteTableConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf5fb14), x::Name(0xbb9c0b), 56, 2), // HostIpRouteTableInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6101c), x::Name(0xea3c09), 58, 0), // HostIpToShortNameFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf62d0c), x::Name(0xbb9c0b), 58, 4), // HostIpmiInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf63a1e), x::Name(0xe4580c), 62, 1), // HostIsolationIpPingFailedEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xf6591a), x::Name(0xbb9c0b), 63, 1), // HostLicensableResourceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf67419), 22, 7), // HostLicensableResourceKey
+        x::TypeEntry::structure(x::Name(0xf68e16), x::Name(0xbb9c0b), 64, 3), // HostLicenseConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6a517), x::Name(0x137ff0c), 67, 0), // HostLicenseExpiredEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0xf6bd0f), x::Name(0xbb9c0b), 67, 4), // HostLicenseSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6cd0f), x::Name(0xbb9c0b), 71, 17), // HostListSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6dd1d), x::Name(0xbb9c0b), 88, 2), // HostListSummaryGatewaySummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6fb19), x::Name(0xbb9c0b), 90, 6), // HostListSummaryQuickStats: DynamicData
+        x::TypeEntry::request(x::Name(0xf71521), 96, 2), // HostListVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xf7371b), x::Name(0xdcdb1b), 98, 0), // HostLocalAuthenticationInfo: HostAuthenticationStoreInfo
+        x::TypeEntry::structure(x::Name(0xf75319), x::Name(0xebd814), 98, 1), // HostLocalFileSystemVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0xf76d1d), x::Name(0xbb9c0b), 99, 2), // HostLocalFileSystemVolumeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf78b19), x::Name(0xb4ba08), 101, 1), // HostLocalPortCreatedEvent: DvsEvent
+        x::TypeEntry::enumeration(x::Name(0xf7a510), 29, 3), // HostLockdownMode
+        x::TypeEntry::structure(x::Name(0xf7b62d), x::Name(0xbb9c0b), 102, 5), // HostLowLevelProvisioningManagerDiskLayoutSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf7e42f), x::Name(0xbb9c0b), 107, 2), // HostLowLevelProvisioningManagerFileDeleteResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xf8142d), x::Name(0xbb9c0b), 109, 2), // HostLowLevelProvisioningManagerFileDeleteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf84230), x::Name(0xbb9c0b), 111, 3), // HostLowLevelProvisioningManagerFileReserveResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xf8732e), x::Name(0xbb9c0b), 114, 4), // HostLowLevelProvisioningManagerFileReserveSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf8a227), 32, 3), // HostLowLevelProvisioningManagerFileType
+        x::TypeEntry::enumeration(x::Name(0xf8ca2b), 35, 2), // HostLowLevelProvisioningManagerReloadTarget
+        x::TypeEntry::structure(x::Name(0xf8f631), x::Name(0xbb9c0b), 118, 4), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf92830), x::Name(0xbb9c0b), 122, 4), // HostLowLevelProvisioningManagerVmMigrationStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0xf9592d), x::Name(0xbb9c0b), 126, 4), // HostLowLevelProvisioningManagerVmRecoveryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf98713), x::Name(0xbb9c0b), 130, 3), // HostMaintenanceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf99b21), x::Name(0xbb9c0b), 133, 1), // HostMaintenanceSpecEvacuationMode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf9bd1a), 37, 1), // HostMaintenanceSpecPurpose
+        x::TypeEntry::structure(x::Name(0xf9ea1b), x::Name(0xbb9c0b), 134, 1), // HostMemberHealthCheckResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xfa0615), x::Name(0xbb9c0b), 135, 8), // HostMemberRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfa1c21), x::Name(0xf9ea1b), 143, 1), // HostMemberUplinkHealthCheckResult: HostMemberHealthCheckResult
+        x::TypeEntry::structure(x::Name(0xfa3e11), x::Name(0xad70c), 144, 0), // HostMemoryProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xfa500e), x::Name(0xbb9c0b), 144, 1), // HostMemorySpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfa5f13), 38, 4), // HostMemoryTierFlags
+        x::TypeEntry::structure(x::Name(0xfa7312), x::Name(0xbb9c0b), 145, 5), // HostMemoryTierInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfa8612), 42, 4), // HostMemoryTierType
+        x::TypeEntry::enumeration(x::Name(0xfa9915), 46, 3), // HostMemoryTieringType
+        x::TypeEntry::structure(x::Name(0xfac418), x::Name(0xe4580c), 150, 1), // HostMissingNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xfadd1f), x::Name(0x70950c), 151, 2), // HostMonitoringStateChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0xfafd0d), x::Name(0xbb9c0b), 153, 9), // HostMountInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfb0b1f), 49, 3), // HostMountInfoInaccessibleReason
+        x::TypeEntry::enumeration(x::Name(0xfb2b1e), 52, 9), // HostMountInfoMountFailedReason
+        x::TypeEntry::enumeration(x::Name(0xfb4a0d), 61, 2), // HostMountMode
+        x::TypeEntry::structure(x::Name(0xfb5811), x::Name(0xbb9c0b), 162, 1), // HostMultipathInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfb6a27), x::Name(0xfbd522), 163, 1), // HostMultipathInfoFixedLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
+        x::TypeEntry::structure(x::Name(0xfb9225), x::Name(0xfbd522), 164, 5), // HostMultipathInfoHppLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
+        x::TypeEntry::structure(x::Name(0xfbb81c), x::Name(0xbb9c0b), 169, 6), // HostMultipathInfoLogicalUnit: DynamicData
+        x::TypeEntry::structure(x::Name(0xfbd522), x::Name(0xbb9c0b), 175, 1), // HostMultipathInfoLogicalUnitPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfbf832), x::Name(0xbb9c0b), 176, 1), // HostMultipathInfoLogicalUnitStorageArrayTypePolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc2b15), x::Name(0xbb9c0b), 177, 8), // HostMultipathInfoPath: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc4116), x::Name(0xbb9c0b), 185, 1), // HostMultipathStateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc581a), x::Name(0xbb9c0b), 186, 2), // HostMultipathStateInfoPath: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc730d), x::Name(0xebd814), 188, 6), // HostNasVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0xfc8113), x::Name(0xbb9c0b), 194, 2), // HostNasVolumeConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfc9519), 63, 4), // HostNasVolumeSecurityType
+        x::TypeEntry::structure(x::Name(0xfcaf11), x::Name(0xbb9c0b), 196, 12), // HostNasVolumeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfcc115), x::Name(0xbb9c0b), 208, 1), // HostNasVolumeUserInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfcd70e), x::Name(0xbb9c0b), 209, 2), // HostNatService: DynamicData
+        x::TypeEntry::structure(x::Name(0xfce614), x::Name(0xbb9c0b), 211, 3), // HostNatServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xfcfb1d), x::Name(0xbb9c0b), 214, 8), // HostNatServiceNameServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd191d), x::Name(0xbb9c0b), 222, 5), // HostNatServicePortForwardSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd3712), x::Name(0xbb9c0b), 227, 8), // HostNatServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd4a13), x::Name(0xbb9c0b), 235, 14), // HostNetCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd5e1a), x::Name(0xbb9c0b), 249, 3), // HostNetOffloadCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd7914), x::Name(0xbb9c0b), 252, 9), // HostNetStackInstance: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfd8e32), 67, 2), // HostNetStackInstanceCongestionControlAlgorithmType
+        x::TypeEntry::enumeration(x::Name(0xfdc122), 69, 6), // HostNetStackInstanceSystemStackKey
+        x::TypeEntry::structure(x::Name(0xfde411), x::Name(0xbb9c0b), 261, 15), // HostNetworkConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xfdf61d), x::Name(0xbb9c0b), 276, 2), // HostNetworkConfigNetStackSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe1417), x::Name(0xbb9c0b), 278, 2), // HostNetworkConfigResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe2c0f), x::Name(0xbb9c0b), 280, 21), // HostNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe5811), x::Name(0xbb9c0b), 301, 4), // HostNetworkPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe6a1a), x::Name(0xbb9c0b), 305, 1), // HostNetworkResourceRuntime: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe8519), x::Name(0xbb9c0b), 306, 3), // HostNetworkSecurityPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe9f1f), x::Name(0xbb9c0b), 309, 4), // HostNetworkTrafficShapingPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfebf19), x::Name(0xe2741a), 313, 0), // HostNewNetworkConnectInfo: HostConnectInfoNetworkInfo
+        x::TypeEntry::structure(x::Name(0xfed915), x::Name(0xe4741f), 313, 1), // HostNfcConnectionInfo: HostDataTransportConnectionInfo
+        x::TypeEntry::structure(x::Name(0xfeef16), x::Name(0xbb9c0b), 314, 7), // HostNicFailureCriteria: DynamicData
+        x::TypeEntry::structure(x::Name(0xff0612), x::Name(0xbb9c0b), 321, 2), // HostNicOrderPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xff1914), x::Name(0xbb9c0b), 323, 6), // HostNicTeamingPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xff2e1c), x::Name(0xe4580c), 329, 1), // HostNoAvailableNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xff4b1e), x::Name(0xe4580c), 330, 0), // HostNoHAEnabledPortGroupsEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xff6a25), x::Name(0xe4580c), 330, 0), // HostNoRedundantManagementNetworkEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xff9015), x::Name(0xea3c09), 330, 0), // HostNonCompliantEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xffa610), x::Name(0xe0fb11), 330, 0), // HostNotConnected: HostCommunication
+        x::TypeEntry::structure(x::Name(0xffb715), x::Name(0xe4580c), 330, 0), // HostNotInClusterEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xffcd10), x::Name(0xe0fb11), 330, 0), // HostNotReachable: HostCommunication
+        x::TypeEntry::structure(x::Name(0xffde0d), x::Name(0xbb9c0b), 330, 2), // HostNtpConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xffec0c), x::Name(0xbb9c0b), 332, 3), // HostNumaInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfff90c), x::Name(0xbb9c0b), 335, 6), // HostNumaNode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x100061c), 75, 4), // HostNumericSensorHealthState
+        x::TypeEntry::structure(x::Name(0x1002315), x::Name(0xbb9c0b), 341, 11), // HostNumericSensorInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1003915), 79, 13), // HostNumericSensorType
+        x::TypeEntry::structure(x::Name(0x1004f13), x::Name(0x101a90c), 352, 4), // HostNvmeConnectSpec: HostNvmeSpec
+        x::TypeEntry::structure(x::Name(0x1006312), x::Name(0xbb9c0b), 356, 14), // HostNvmeController: DynamicData
+        x::TypeEntry::structure(x::Name(0x1007616), x::Name(0xbb9c0b), 370, 3), // HostNvmeDisconnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1008d14), x::Name(0x101a90c), 373, 2), // HostNvmeDiscoverSpec: HostNvmeSpec
+        x::TypeEntry::structure(x::Name(0x100a214), x::Name(0xbb9c0b), 375, 2), // HostNvmeDiscoveryLog: DynamicData
+        x::TypeEntry::structure(x::Name(0x100b719), x::Name(0xbb9c0b), 377, 8), // HostNvmeDiscoveryLogEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x100d121), 92, 2), // HostNvmeDiscoveryLogSubsystemType
+        x::TypeEntry::enumeration(x::Name(0x100f329), 94, 3), // HostNvmeDiscoveryLogTransportRequirements
+        x::TypeEntry::structure(x::Name(0x1011d11), x::Name(0xbb9c0b), 385, 5), // HostNvmeNamespace: DynamicData
+        x::TypeEntry::structure(x::Name(0x1012f21), x::Name(0x101e11b), 390, 5), // HostNvmeOpaqueTransportParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0x1015122), x::Name(0x101e11b), 395, 2), // HostNvmeOverFibreChannelParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0x101741a), x::Name(0x101e11b), 397, 3), // HostNvmeOverRdmaParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0x1018f19), x::Name(0x101e11b), 400, 3), // HostNvmeOverTcpParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0x101a90c), x::Name(0xbb9c0b), 403, 2), // HostNvmeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x101b610), x::Name(0xbb9c0b), 405, 1), // HostNvmeTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x101c719), x::Name(0xbb9c0b), 406, 3), // HostNvmeTopologyInterface: DynamicData
+        x::TypeEntry::structure(x::Name(0x101e11b), x::Name(0xbb9c0b), 409, 0), // HostNvmeTransportParameters: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x101fd2c), 97, 6), // HostNvmeTransportParametersNvmeAddressFamily
     ],
     decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
-        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe71d21)), // spec: HostDiagnosticPartitionCreateSpec
-        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
-        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
-        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
-        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::optional(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
-        x::FieldEntry::required(x::Name(0x26c270c), x::Name(0x3344606)), // digestMethod: string
-        x::FieldEntry::repeated(x::Name(0x26c840b), x::Name(0x2420604)), // digestValue: byte
-        x::FieldEntry::optional(x::Name(0x2e6010a), x::Name(0x3344606)), // objectName: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x25c2308), x::Name(0x2be5304)), // cylinder: long
-        x::FieldEntry::required(x::Name(0x2994b04), x::Name(0x2a94603)), // head: int
-        x::FieldEntry::required(x::Name(0x31c1c06), x::Name(0x2a94603)), // sector: int
-        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
-        x::FieldEntry::required(x::Name(0x23f9005), x::Name(0x2be5304)), // block: long
-        x::FieldEntry::optional(x::Name(0x2f6b311), x::Name(0xe85d1c)), // physicalPartition: HostDiskMappingPartitionInfo
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
-        x::FieldEntry::repeated(x::Name(0x2f6b311), x::Name(0xe87a1e)), // physicalPartition: HostDiskMappingPartitionOption
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
-        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
-        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
-        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
-        x::FieldEntry::required(x::Name(0x32f450b), x::Name(0x2be5304)), // startSector: long
-        x::FieldEntry::required(x::Name(0x27d6009), x::Name(0x2be5304)), // endSector: long
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x2971a04), x::Name(0x3344606)), // guid: string
-        x::FieldEntry::required(x::Name(0x2bddc07), x::Name(0x2405e07)), // logical: boolean
-        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0x2420604)), // attributes: byte
-        x::FieldEntry::optional(x::Name(0x2f0fb12), x::Name(0x2be5304)), // partitionAlignment: long
-        x::FieldEntry::optional(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x32e8f05), x::Name(0xe81d15)), // start: HostDiskDimensionsLba
-        x::FieldEntry::required(x::Name(0x27d3103), x::Name(0xe81d15)), // end: HostDiskDimensionsLba
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe93e15)), // spec: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::optional(x::Name(0x3430e05), x::Name(0xe81d15)), // total: HostDiskDimensionsLba
-        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8b51b)), // partition: HostDiskPartitionBlockRange
-        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
-        x::FieldEntry::optional(x::Name(0x248e503), x::Name(0xe80715)), // chs: HostDiskDimensionsChs
-        x::FieldEntry::optional(x::Name(0x343b40c), x::Name(0x2be5304)), // totalSectors: long
-        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8991b)), // partition: HostDiskPartitionAttributes
-        x::FieldEntry::optional(x::Name(0x31c300a), x::Name(0x2a94603)), // sectorSize: int
-        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
-        x::FieldEntry::optional(x::Name(0x359c210), x::Name(0x3344606)), // virtualNicDevice: string
-        x::FieldEntry::optional(x::Name(0x2b21714), x::Name(0x3344606)), // ipv6VirtualNicDevice: string
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::optional(x::Name(0x2b2c20b), x::Name(0x2405e07)), // isInherited: boolean
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
+        x::FieldEntry::optional(x::Name(0x26f950f), x::Name(0x3344606)), // discoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
+        x::FieldEntry::repeated(x::Name(0x330ef0d), x::Name(0xf3ff1f)), // staticTargets: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::repeated(x::Name(0x31d560b), x::Name(0xf3e11d)), // sendTargets: HostInternetScsiHbaSendTarget
+        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
+        x::FieldEntry::required(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
         x::FieldEntry::repeated(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::repeated(x::Name(0x31b670c), x::Name(0x3344606)), // searchDomain: string
-        x::FieldEntry::optional(x::Name(0x3599614), x::Name(0x11e5e18)), // virtualNicConnection: HostVirtualNicConnection
-        x::FieldEntry::optional(x::Name(0x359ab16), x::Name(0x11e5e18)), // virtualNicConnectionV6: HostVirtualNicConnection
-        x::FieldEntry::required(x::Name(0x269650b), x::Name(0x3344606)), // deviceClass: string
-        x::FieldEntry::required(x::Name(0x2481a13), x::Name(0x2405e07)), // checkpointSupported: boolean
-        x::FieldEntry::required(x::Name(0x33a9d15), x::Name(0x2405e07)), // swDMATracingSupported: boolean
-        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
-        x::FieldEntry::repeated(x::Name(0x2f4af0b), x::Name(0x1635a0a)), // permissions: Permission
-        x::FieldEntry::repeated(x::Name(0x35dc008), x::Name(0xc9930a)), // vmFaults: FaultsByVM
-        x::FieldEntry::repeated(x::Name(0x29cd50a), x::Name(0xc9860c)), // hostFaults: FaultsByHost
-        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
-        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
-        x::FieldEntry::required(x::Name(0x2b36810), x::Name(0x2405e07)), // isStorageHealthy: boolean
-        x::FieldEntry::required(x::Name(0x2b30b10), x::Name(0x2405e07)), // isNetworkHealthy: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2fa7508), x::Name(0xcad814)), // portType: FibreChannelPortType
-        x::FieldEntry::required(x::Name(0x32b7605), x::Name(0x2be5304)), // speed: long
-        x::FieldEntry::required(x::Name(0x347d50d), x::Name(0x3344606)), // underlyingNic: string
-        x::FieldEntry::required(x::Name(0x2baec08), x::Name(0xeb3d27)), // linkInfo: HostFibreChannelOverEthernetHbaLinkInfo
-        x::FieldEntry::required(x::Name(0x2b3590e), x::Name(0x2405e07)), // isSoftwareFcoe: boolean
-        x::FieldEntry::required(x::Name(0x2c17e10), x::Name(0x2405e07)), // markedForRemoval: boolean
-        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
-        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
-        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
-        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
-        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
-        x::FieldEntry::required(x::Name(0x36c3903), x::Name(0x3344606)), // who: string
-        x::FieldEntry::required(x::Name(0x36c2f04), x::Name(0x3344606)), // what: string
-        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
-        x::FieldEntry::required(x::Name(0x366d906), x::Name(0xebd814)), // volume: HostFileSystemVolume
-        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::repeated(x::Name(0x366f40e), x::Name(0x3344606)), // volumeTypeList: string
-        x::FieldEntry::repeated(x::Name(0x2ce5109), x::Name(0xebc017)), // mountInfo: HostFileSystemMountInfo
-        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec3c1f)), // rule: HostFirewallConfigRuleSetConfig
-        x::FieldEntry::required(x::Name(0x2626415), x::Name(0xec5c19)), // defaultBlockingPolicy: HostFirewallDefaultPolicy
-        x::FieldEntry::required(x::Name(0x317dd09), x::Name(0x3344606)), // rulesetId: string
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
-        x::FieldEntry::optional(x::Name(0x2a55d0f), x::Name(0x2405e07)), // incomingBlocked: boolean
-        x::FieldEntry::optional(x::Name(0x2ecad0f), x::Name(0x2405e07)), // outgoingBlocked: boolean
-        x::FieldEntry::required(x::Name(0x263a60d), x::Name(0xec5c19)), // defaultPolicy: HostFirewallDefaultPolicy
-        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0xece413)), // ruleset: HostFirewallRuleset
-        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x27d4a07), x::Name(0x2a94603)), // endPort: int
-        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0xec9819)), // direction: HostFirewallRuleDirection
-        x::FieldEntry::optional(x::Name(0x2fa7508), x::Name(0xecb218)), // portType: HostFirewallRulePortType
-        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
-        x::FieldEntry::required(x::Name(0x3109a08), x::Name(0x2405e07)), // required: boolean
-        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec8710)), // rule: HostFirewallRule
-        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
-        x::FieldEntry::optional(x::Name(0x34f5a10), x::Name(0x2405e07)), // userControllable: boolean
-        x::FieldEntry::optional(x::Name(0x2ae0716), x::Name(0x2405e07)), // ipListUserConfigurable: boolean
-        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::repeated(x::Name(0x2ae1e09), x::Name(0xed121c)), // ipNetwork: HostFirewallRulesetIpNetwork
-        x::FieldEntry::required(x::Name(0x231cf05), x::Name(0x2405e07)), // allIp: boolean
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2405e07)), // available: boolean
+        x::FieldEntry::required(x::Name(0x2e70c05), x::Name(0x3344606)), // oldIP: string
+        x::FieldEntry::required(x::Name(0x2d7b505), x::Name(0x3344606)), // newIP: string
+        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
+        x::FieldEntry::optional(x::Name(0x2af1a0a), x::Name(0xf54224)), // ipV6Config: HostIpConfigIpV6AddressConfiguration
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::optional(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
+        x::FieldEntry::optional(x::Name(0x25c2c08), x::Name(0x3344606)), // dadState: string
+        x::FieldEntry::optional(x::Name(0x2ba6f08), x::Name(0x2607608)), // lifetime: dateTime
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x2af0e0b), x::Name(0xf50817)), // ipV6Address: HostIpConfigIpV6Address
+        x::FieldEntry::optional(x::Name(0x23a3a18), x::Name(0x2405e07)), // autoConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x26b800d), x::Name(0x2405e07)), // dhcpV6Enabled: boolean
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2ad7b0a), x::Name(0x3344606)), // ipAddress2: string
+        x::FieldEntry::optional(x::Name(0x263110e), x::Name(0x3344606)), // defaultGateway: string
+        x::FieldEntry::optional(x::Name(0x290e80d), x::Name(0x3344606)), // gatewayDevice: string
+        x::FieldEntry::optional(x::Name(0x2af2512), x::Name(0x3344606)), // ipV6DefaultGateway: string
+        x::FieldEntry::optional(x::Name(0x2af4411), x::Name(0x3344606)), // ipV6GatewayDevice: string
+        x::FieldEntry::optional(x::Name(0x290f617), x::Name(0x11e5e18)), // gatewayDeviceConnection: HostVirtualNicConnection
+        x::FieldEntry::optional(x::Name(0x2af561b), x::Name(0x11e5e18)), // ipV6GatewayDeviceConnection: HostVirtualNicConnection
         x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
         x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
-        x::FieldEntry::optional(x::Name(0x23ccf1a), x::Name(0x2405e07)), // backgroundSnapshotsEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2f4bb07), x::Name(0x2405e07)), // persist: boolean
-        x::FieldEntry::required(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x2f06b08), x::Name(0x3344606)), // partName: string
-        x::FieldEntry::required(x::Name(0x2f0740a), x::Name(0x3344606)), // partNumber: string
-        x::FieldEntry::required(x::Name(0x2c1060c), x::Name(0x3344606)), // manufacturer: string
-        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
-        x::FieldEntry::optional(x::Name(0x2ca750c), x::Name(0x2607608)), // mfgTimeStamp: dateTime
+        x::FieldEntry::required(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x3175505), x::Name(0xf5c510)), // route: HostIpRouteEntry
+        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0xf5d60d)), // ipRoute: HostIpRouteOp
+        x::FieldEntry::repeated(x::Name(0x2b19709), x::Name(0xf5d60d)), // ipv6Route: HostIpRouteOp
+        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0xf5c510)), // ipRoute: HostIpRouteEntry
+        x::FieldEntry::repeated(x::Name(0x2b19709), x::Name(0xf5c510)), // ipv6Route: HostIpRouteEntry
+        x::FieldEntry::optional(x::Name(0x240380c), x::Name(0x3344606)), // bmcIpAddress: string
+        x::FieldEntry::optional(x::Name(0x240450d), x::Name(0x3344606)), // bmcMacAddress: string
+        x::FieldEntry::optional(x::Name(0x2be0805), x::Name(0x3344606)), // login: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::required(x::Name(0x2b4400b), x::Name(0x3344606)), // isolationIp: string
+        x::FieldEntry::repeated(x::Name(0x312e808), x::Name(0x134090b)), // resource: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x2b93107), x::Name(0x138cb19)), // license: LicenseManagerLicenseInfo
+        x::FieldEntry::required(x::Name(0x2816a0a), x::Name(0x138ae1c)), // evaluation: LicenseManagerEvaluationInfo
+        x::FieldEntry::optional(x::Name(0x312e808), x::Name(0xf6591a)), // resource: HostLicensableResourceInfo
+        x::FieldEntry::optional(x::Name(0x3281906), x::Name(0x139ef0d)), // source: LicenseSource
+        x::FieldEntry::optional(x::Name(0x278f30a), x::Name(0x3344606)), // editionKey: string
+        x::FieldEntry::repeated(x::Name(0x26ec112), x::Name(0x3344606)), // disabledFeatureKey: string
+        x::FieldEntry::repeated(x::Name(0x27afa11), x::Name(0x3344606)), // enabledFeatureKey: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2976808), x::Name(0xef5513)), // hardware: HostHardwareSummary
+        x::FieldEntry::optional(x::Name(0x3181d07), x::Name(0x10e410f)), // runtime: HostRuntimeInfo
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xe1f911)), // config: HostConfigSummary
+        x::FieldEntry::required(x::Name(0x305790a), x::Name(0xf6fb19)), // quickStats: HostListSummaryQuickStats
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x307840e), x::Name(0x2405e07)), // rebootRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x3079314), x::Name(0x13d2d12)), // rebootRequiredReason: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x2bfae17), x::Name(0x2405e07)), // maintenanceModeRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x25b920b), x::Name(0x87c010)), // customValue: CustomFieldValue
+        x::FieldEntry::optional(x::Name(0x2c06e12), x::Name(0x3344606)), // managementServerIp: string
+        x::FieldEntry::optional(x::Name(0x2c2520d), x::Name(0x3344606)), // maxEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x259f419), x::Name(0x3344606)), // currentEVCGraphicsModeKey: string
+        x::FieldEntry::optional(x::Name(0x290e007), x::Name(0xf6dd1d)), // gateway: HostListSummaryGatewaySummary
+        x::FieldEntry::optional(x::Name(0x343f30e), x::Name(0x1179716)), // tpmAttestation: HostTpmAttestationInfo
+        x::FieldEntry::repeated(x::Name(0x346011e), x::Name(0x1193821)), // trustAuthorityAttestationInfos: HostTrustAuthorityAttestationInfo
         x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
-        x::FieldEntry::optional(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
-        x::FieldEntry::optional(x::Name(0x3462016), x::Name(0x3344606)), // trustVerificationToken: string
-        x::FieldEntry::repeated(x::Name(0x29b800e), x::Name(0x134dd08)), // hostAuthParams: KeyValue
+        x::FieldEntry::required(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
+        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2a94603)), // overallCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x2ed0912), x::Name(0x2a94603)), // overallMemoryUsage: int
+        x::FieldEntry::optional(x::Name(0x272ab16), x::Name(0x2a94603)), // distributedCpuFairness: int
+        x::FieldEntry::optional(x::Name(0x272df19), x::Name(0x2a94603)), // distributedMemoryFairness: int
+        x::FieldEntry::optional(x::Name(0x23c1a15), x::Name(0x2a94603)), // availablePMemCapacity: int
+        x::FieldEntry::optional(x::Name(0x34d5606), x::Name(0x2a94603)), // uptime: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2bc8f09), x::Name(0x3344606)), // localPath: string
+        x::FieldEntry::required(x::Name(0x29d9e0d), x::Name(0x91c914)), // hostLocalPort: DVSHostLocalPortInfo
+        x::FieldEntry::required(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
+        x::FieldEntry::required(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::required(x::Name(0x32c490b), x::Name(0x3344606)), // srcFilename: string
+        x::FieldEntry::required(x::Name(0x276260b), x::Name(0x3344606)), // dstFilename: string
+        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
+        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x3344606)), // fileType: string
+        x::FieldEntry::required(x::Name(0x23eb708), x::Name(0x3344606)), // baseName: string
+        x::FieldEntry::required(x::Name(0x2f02809), x::Name(0x3344606)), // parentDir: string
+        x::FieldEntry::required(x::Name(0x3123a0c), x::Name(0x3344606)), // reservedName: string
+        x::FieldEntry::required(x::Name(0x23eb708), x::Name(0x3344606)), // baseName: string
+        x::FieldEntry::required(x::Name(0x2f02809), x::Name(0x3344606)), // parentDir: string
+        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x3344606)), // fileType: string
+        x::FieldEntry::required(x::Name(0x333210e), x::Name(0x3344606)), // storageProfile: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x32c490b), x::Name(0x3344606)), // srcFilename: string
+        x::FieldEntry::required(x::Name(0x276260b), x::Name(0x3344606)), // dstFilename: string
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0xf7b62d)), // disk: HostLowLevelProvisioningManagerDiskLayoutSpec
+        x::FieldEntry::required(x::Name(0x2cb210b), x::Name(0x2be5304)), // migrationId: long
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x2405e07)), // source: boolean
+        x::FieldEntry::required(x::Name(0x2523314), x::Name(0x2405e07)), // consideredSuccessful: boolean
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x23f7208), x::Name(0x3344606)), // biosUUID: string
+        x::FieldEntry::required(x::Name(0x2a8bc0c), x::Name(0x3344606)), // instanceUUID: string
+        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x3688208), x::Name(0x223ed18)), // vsanMode: VsanHostDecommissionMode
+        x::FieldEntry::optional(x::Name(0x3040107), x::Name(0x3344606)), // purpose: string
+        x::FieldEntry::optional(x::Name(0x2813b08), x::Name(0xf99b21)), // evacMode: HostMaintenanceSpecEvacuationMode
+        x::FieldEntry::required(x::Name(0x36fb315), x::Name(0x2405e07)), // workloadNonDisruptive: boolean
+        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::optional(x::Name(0x3319d0c), x::Name(0x3344606)), // statusDetail: string
+        x::FieldEntry::optional(x::Name(0x2ddbc0a), x::Name(0x3344606)), // nsxtStatus: string
+        x::FieldEntry::optional(x::Name(0x2ddc710), x::Name(0x3344606)), // nsxtStatusDetail: string
+        x::FieldEntry::repeated(x::Name(0x299d411), x::Name(0xf9ea1b)), // healthCheckResult: HostMemberHealthCheckResult
+        x::FieldEntry::repeated(x::Name(0x2a0130f), x::Name(0xaba331)), // hostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
+        x::FieldEntry::optional(x::Name(0x29ebb17), x::Name(0xab2939)), // hostPerfNicOffloadState: DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
+        x::FieldEntry::required(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
+        x::FieldEntry::optional(x::Name(0x31ecc19), x::Name(0x2be5304)), // serviceConsoleReservation: long
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::repeated(x::Name(0x28c4305), x::Name(0x3344606)), // flags: string
+        x::FieldEntry::repeated(x::Name(0x2aa390d), x::Name(0x3344606)), // internalFlags: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0x3344606)), // accessMode: string
+        x::FieldEntry::optional(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
+        x::FieldEntry::optional(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::optional(x::Name(0x2a4d012), x::Name(0x3344606)), // inaccessibleReason: string
+        x::FieldEntry::optional(x::Name(0x3649c0a), x::Name(0x3344606)), // vmknicName: string
+        x::FieldEntry::optional(x::Name(0x3644b0c), x::Name(0x2405e07)), // vmknicActive: boolean
+        x::FieldEntry::optional(x::Name(0x2ce3f11), x::Name(0x3344606)), // mountFailedReason: string
+        x::FieldEntry::optional(x::Name(0x2e2b011), x::Name(0x2a94603)), // numTcpConnections: int
+        x::FieldEntry::repeated(x::Name(0x2bee303), x::Name(0xfbb81c)), // lun: HostMultipathInfoLogicalUnit
+        x::FieldEntry::required(x::Name(0x2fd8906), x::Name(0x3344606)), // prefer: string
+        x::FieldEntry::optional(x::Name(0x2420b05), x::Name(0x2be5304)), // bytes: long
+        x::FieldEntry::optional(x::Name(0x2ad6904), x::Name(0x2be5304)), // iops: long
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2b7f90f), x::Name(0x2be5304)), // latencyEvalTime: long
+        x::FieldEntry::optional(x::Name(0x318c212), x::Name(0x2be5304)), // samplingIosPerPath: long
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0xfc2b15)), // path: HostMultipathInfoPath
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfbd522)), // policy: HostMultipathInfoLogicalUnitPolicy
+        x::FieldEntry::optional(x::Name(0x3323416), x::Name(0xfbf832)), // storageArrayTypePolicy: HostMultipathInfoLogicalUnitStorageArrayTypePolicy
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f22d09), x::Name(0x3344606)), // pathState: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x2b3a30d), x::Name(0x2405e07)), // isWorkingPath: boolean
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
+        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0xfc581a)), // path: HostMultipathStateInfoPath
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f22d09), x::Name(0x3344606)), // pathState: string
+        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::repeated(x::Name(0x30d1c0f), x::Name(0x3344606)), // remoteHostNames: string
+        x::FieldEntry::optional(x::Name(0x31cc60c), x::Name(0x3344606)), // securityType: string
+        x::FieldEntry::optional(x::Name(0x302ae10), x::Name(0x2405e07)), // protocolEndpoint: boolean
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xfcaf11)), // spec: HostNasVolumeSpec
+        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
+        x::FieldEntry::required(x::Name(0x2bc8f09), x::Name(0x3344606)), // localPath: string
+        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0x3344606)), // accessMode: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::repeated(x::Name(0x30d1c0f), x::Name(0x3344606)), // remoteHostNames: string
+        x::FieldEntry::optional(x::Name(0x31cc60c), x::Name(0x3344606)), // securityType: string
+        x::FieldEntry::optional(x::Name(0x364b60c), x::Name(0x3344606)), // vmknicToBind: string
+        x::FieldEntry::optional(x::Name(0x364850b), x::Name(0x2405e07)), // vmknicBound: boolean
+        x::FieldEntry::optional(x::Name(0x252270b), x::Name(0x2a94603)), // connections: int
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfd3712)), // spec: HostNatServiceSpec
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfd3712)), // spec: HostNatServiceSpec
+        x::FieldEntry::required(x::Name(0x273580d), x::Name(0x2405e07)), // dnsAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x273a309), x::Name(0x3344606)), // dnsPolicy: string
+        x::FieldEntry::required(x::Name(0x273ad0a), x::Name(0x2a94603)), // dnsRetries: int
+        x::FieldEntry::required(x::Name(0x273e20a), x::Name(0x2a94603)), // dnsTimeout: int
+        x::FieldEntry::repeated(x::Name(0x273950d), x::Name(0x3344606)), // dnsNameServer: string
+        x::FieldEntry::required(x::Name(0x2d24c0b), x::Name(0x2a94603)), // nbdsTimeout: int
+        x::FieldEntry::required(x::Name(0x2d25d0b), x::Name(0x2a94603)), // nbnsRetries: int
+        x::FieldEntry::required(x::Name(0x2d2690b), x::Name(0x2a94603)), // nbnsTimeout: int
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x29ee608), x::Name(0x2a94603)), // hostPort: int
+        x::FieldEntry::required(x::Name(0x2953609), x::Name(0x2a94603)), // guestPort: int
+        x::FieldEntry::required(x::Name(0x2947d0e), x::Name(0x3344606)), // guestIpAddress: string
+        x::FieldEntry::required(x::Name(0x35a4e0d), x::Name(0x3344606)), // virtualSwitch: string
+        x::FieldEntry::required(x::Name(0x22e0909), x::Name(0x2405e07)), // activeFtp: boolean
+        x::FieldEntry::required(x::Name(0x232520b), x::Name(0x2405e07)), // allowAnyOui: boolean
+        x::FieldEntry::required(x::Name(0x24f500a), x::Name(0x2405e07)), // configPort: boolean
+        x::FieldEntry::required(x::Name(0x2adef10), x::Name(0x3344606)), // ipGatewayAddress: string
+        x::FieldEntry::required(x::Name(0x347570a), x::Name(0x2a94603)), // udpTimeout: int
+        x::FieldEntry::repeated(x::Name(0x2f98f0b), x::Name(0xfd191d)), // portForward: HostNatServicePortForwardSpec
+        x::FieldEntry::optional(x::Name(0x2d1430b), x::Name(0xfcfb1d)), // nameService: HostNatServiceNameServiceSpec
+        x::FieldEntry::required(x::Name(0x243591a), x::Name(0x2405e07)), // canSetPhysicalNicLinkSpeed: boolean
+        x::FieldEntry::required(x::Name(0x3390d12), x::Name(0x2405e07)), // supportsNicTeaming: boolean
+        x::FieldEntry::repeated(x::Name(0x2d99010), x::Name(0x3344606)), // nicTeamingPolicy: string
+        x::FieldEntry::required(x::Name(0x3397f0c), x::Name(0x2405e07)), // supportsVlan: boolean
+        x::FieldEntry::required(x::Name(0x350eb15), x::Name(0x2405e07)), // usesServiceConsoleNic: boolean
+        x::FieldEntry::required(x::Name(0x338f814), x::Name(0x2405e07)), // supportsNetworkHints: boolean
+        x::FieldEntry::optional(x::Name(0x2c3ee17), x::Name(0x2a94603)), // maxPortGroupsPerVswitch: int
+        x::FieldEntry::required(x::Name(0x36a8816), x::Name(0x2405e07)), // vswitchConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x3663913), x::Name(0x2405e07)), // vnicConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2aea716), x::Name(0x2405e07)), // ipRouteConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2737012), x::Name(0x2405e07)), // dnsConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x26b4d13), x::Name(0x2405e07)), // dhcpOnVnicSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2af7b0d), x::Name(0x2405e07)), // ipV6Supported: boolean
+        x::FieldEntry::optional(x::Name(0x23d8116), x::Name(0x2405e07)), // backupNfcNiocSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2592b0b), x::Name(0x2405e07)), // csumOffload: boolean
+        x::FieldEntry::optional(x::Name(0x33f0a0f), x::Name(0x2405e07)), // tcpSegmentation: boolean
+        x::FieldEntry::optional(x::Name(0x370a40c), x::Name(0x2405e07)), // zeroCopyXmit: boolean
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x30fae1f), x::Name(0x2a94603)), // requestedMaxNumberOfConnections: int
+        x::FieldEntry::optional(x::Name(0x250e91a), x::Name(0x3344606)), // congestionControlAlgorithm: string
+        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x3175b10), x::Name(0xf5e416)), // routeTableConfig: HostIpRouteTableConfig
+        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::repeated(x::Name(0x36a8007), x::Name(0x11fa117)), // vswitch: HostVirtualSwitchConfig
+        x::FieldEntry::repeated(x::Name(0x303780b), x::Name(0x10a8815)), // proxySwitch: HostProxySwitchConfig
+        x::FieldEntry::repeated(x::Name(0x2faa109), x::Name(0x1063713)), // portgroup: HostPortGroupConfig
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x1642211)), // pnic: PhysicalNicConfig
+        x::FieldEntry::repeated(x::Name(0x3663404), x::Name(0x11e4914)), // vnic: HostVirtualNicConfig
+        x::FieldEntry::repeated(x::Name(0x2529f0b), x::Name(0x11e4914)), // consoleVnic: HostVirtualNicConfig
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2524814), x::Name(0xf59d11)), // consoleIpRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x3175b10), x::Name(0xf5e416)), // routeTableConfig: HostIpRouteTableConfig
+        x::FieldEntry::repeated(x::Name(0x26b2404), x::Name(0xe68e15)), // dhcp: HostDhcpServiceConfig
+        x::FieldEntry::repeated(x::Name(0x2d1d103), x::Name(0xfce614)), // nat: HostNatServiceConfig
+        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2d3c40c), x::Name(0xfdf61d)), // netStackSpec: HostNetworkConfigNetStackSpec
+        x::FieldEntry::optional(x::Name(0x2cb3b0f), x::Name(0x3344606)), // migrationStatus: string
+        x::FieldEntry::required(x::Name(0x2d38310), x::Name(0xfd7914)), // netStackInstance: HostNetStackInstance
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::repeated(x::Name(0x252ab11), x::Name(0x3344606)), // consoleVnicDevice: string
+        x::FieldEntry::repeated(x::Name(0x36a8007), x::Name(0x11f2111)), // vswitch: HostVirtualSwitch
+        x::FieldEntry::repeated(x::Name(0x303780b), x::Name(0x10a780f)), // proxySwitch: HostProxySwitch
+        x::FieldEntry::repeated(x::Name(0x2faa109), x::Name(0x106290d)), // portgroup: HostPortGroup
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x163e40b)), // pnic: PhysicalNic
+        x::FieldEntry::repeated(x::Name(0x306790a), x::Name(0x10b6d0e)), // rdmaDevice: HostRdmaDevice
+        x::FieldEntry::repeated(x::Name(0x3663404), x::Name(0x11e3a0e)), // vnic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x2529f0b), x::Name(0x11e3a0e)), // consoleVnic: HostVirtualNic
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2524814), x::Name(0xf59d11)), // consoleIpRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x3176c0e), x::Name(0xf5fb14)), // routeTableInfo: HostIpRouteTableInfo
+        x::FieldEntry::repeated(x::Name(0x26b2404), x::Name(0xe67e0f)), // dhcp: HostDhcpService
+        x::FieldEntry::repeated(x::Name(0x2d1d103), x::Name(0xfcd70e)), // nat: HostNatService
+        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2384a11), x::Name(0x2405e07)), // atBootIpV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2d38310), x::Name(0xfd7914)), // netStackInstance: HostNetStackInstance
+        x::FieldEntry::repeated(x::Name(0x2e8820c), x::Name(0x1025610)), // opaqueSwitch: HostOpaqueSwitch
+        x::FieldEntry::repeated(x::Name(0x2e8400d), x::Name(0x1024015)), // opaqueNetwork: HostOpaqueNetworkInfo
+        x::FieldEntry::optional(x::Name(0x2dd8b12), x::Name(0x3344606)), // nsxTransportNodeId: string
+        x::FieldEntry::optional(x::Name(0x2e4f21a), x::Name(0x2405e07)), // nvdsToVdsMigrationRequired: boolean
+        x::FieldEntry::optional(x::Name(0x2cb3b0f), x::Name(0x3344606)), // migrationStatus: string
+        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0xfe8519)), // security: HostNetworkSecurityPolicy
+        x::FieldEntry::optional(x::Name(0x2d9850a), x::Name(0xff1914)), // nicTeaming: HostNicTeamingPolicy
+        x::FieldEntry::optional(x::Name(0x2e6c50d), x::Name(0xfd5e1a)), // offloadPolicy: HostNetOffloadCapabilities
+        x::FieldEntry::optional(x::Name(0x3215d0d), x::Name(0xfe9f1f)), // shapingPolicy: HostNetworkTrafficShapingPolicy
+        x::FieldEntry::repeated(x::Name(0x2f82710), x::Name(0x1060d1b)), // pnicResourceInfo: HostPnicNetworkResourceInfo
+        x::FieldEntry::optional(x::Name(0x2328610), x::Name(0x2405e07)), // allowPromiscuous: boolean
+        x::FieldEntry::optional(x::Name(0x2bf270a), x::Name(0x2405e07)), // macChanges: boolean
+        x::FieldEntry::optional(x::Name(0x28cee0f), x::Name(0x2405e07)), // forgedTransmits: boolean
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23cb310), x::Name(0x2be5304)), // averageBandwidth: long
+        x::FieldEntry::optional(x::Name(0x2f2f50d), x::Name(0x2be5304)), // peakBandwidth: long
+        x::FieldEntry::optional(x::Name(0x241d109), x::Name(0x2be5304)), // burstSize: long
+        x::FieldEntry::optional(x::Name(0x333e117), x::Name(0x2be5304)), // streamingMemoryConsumed: long
+        x::FieldEntry::optional(x::Name(0x247c60a), x::Name(0x3344606)), // checkSpeed: string
+        x::FieldEntry::optional(x::Name(0x32b7605), x::Name(0x2a94603)), // speed: int
+        x::FieldEntry::optional(x::Name(0x2478b0b), x::Name(0x2405e07)), // checkDuplex: boolean
+        x::FieldEntry::optional(x::Name(0x290560a), x::Name(0x2405e07)), // fullDuplex: boolean
+        x::FieldEntry::optional(x::Name(0x2479711), x::Name(0x2405e07)), // checkErrorPercent: boolean
+        x::FieldEntry::optional(x::Name(0x2f40e0a), x::Name(0x2a94603)), // percentage: int
+        x::FieldEntry::optional(x::Name(0x2477f0b), x::Name(0x2405e07)), // checkBeacon: boolean
+        x::FieldEntry::repeated(x::Name(0x22e2009), x::Name(0x3344606)), // activeNic: string
+        x::FieldEntry::repeated(x::Name(0x32e530a), x::Name(0x3344606)), // standbyNic: string
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::optional(x::Name(0x315020d), x::Name(0x2405e07)), // reversePolicy: boolean
+        x::FieldEntry::optional(x::Name(0x2dc450e), x::Name(0x2405e07)), // notifySwitches: boolean
+        x::FieldEntry::optional(x::Name(0x316b90c), x::Name(0x2405e07)), // rollingOrder: boolean
+        x::FieldEntry::optional(x::Name(0x286400f), x::Name(0xfeef16)), // failureCriteria: HostNicFailureCriteria
+        x::FieldEntry::optional(x::Name(0x2d96608), x::Name(0xff0612)), // nicOrder: HostNicOrderPolicy
+        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
+        x::FieldEntry::repeated(x::Name(0x31dff06), x::Name(0x3344606)), // server: string
+        x::FieldEntry::repeated(x::Name(0x24ed20a), x::Name(0x3344606)), // configFile: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2e01f08), x::Name(0x2a94603)), // numNodes: int
+        x::FieldEntry::repeated(x::Name(0x2e41108), x::Name(0xfff90c)), // numaNode: HostNumaNode
+        x::FieldEntry::required(x::Name(0x346fe06), x::Name(0x2420604)), // typeId: byte
+        x::FieldEntry::repeated(x::Name(0x2565705), x::Name(0x3226a05)), // cpuID: short
+        x::FieldEntry::optional(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
+        x::FieldEntry::required(x::Name(0x2c82610), x::Name(0x2be5304)), // memoryRangeBegin: long
+        x::FieldEntry::required(x::Name(0x2c83711), x::Name(0x2be5304)), // memoryRangeLength: long
+        x::FieldEntry::repeated(x::Name(0x2f26405), x::Name(0x3344606)), // pciId: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x29a370b), x::Name(0xbdad12)), // healthState: ElementDescription
+        x::FieldEntry::required(x::Name(0x25af70e), x::Name(0x2be5304)), // currentReading: long
+        x::FieldEntry::required(x::Name(0x3485e0c), x::Name(0x2a94603)), // unitModifier: int
+        x::FieldEntry::required(x::Name(0x23ec009), x::Name(0x3344606)), // baseUnits: string
+        x::FieldEntry::optional(x::Name(0x3062509), x::Name(0x3344606)), // rateUnits: string
+        x::FieldEntry::required(x::Name(0x31dbd0a), x::Name(0x3344606)), // sensorType: string
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::optional(x::Name(0x31db00c), x::Name(0x2be5304)), // sensorNumber: long
+        x::FieldEntry::optional(x::Name(0x340db09), x::Name(0x3344606)), // timeStamp: string
+        x::FieldEntry::optional(x::Name(0x28ed403), x::Name(0xedaa07)), // fru: HostFru
+        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
+        x::FieldEntry::optional(x::Name(0x254220c), x::Name(0x2a94603)), // controllerId: int
+        x::FieldEntry::optional(x::Name(0x22fc20e), x::Name(0x2a94603)), // adminQueueSize: int
+        x::FieldEntry::optional(x::Name(0x2b4f910), x::Name(0x2a94603)), // keepAliveTimeout: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2543d10), x::Name(0x2a94603)), // controllerNumber: int
+        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2380011), x::Name(0x3344606)), // associatedAdapter: string
+        x::FieldEntry::required(x::Name(0x3452f0d), x::Name(0x3344606)), // transportType: string
+        x::FieldEntry::required(x::Name(0x290b717), x::Name(0x2405e07)), // fusedOperationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2e48a0e), x::Name(0x2a94603)), // numberOfQueues: int
+        x::FieldEntry::required(x::Name(0x3052209), x::Name(0x2a94603)), // queueSize: int
+        x::FieldEntry::repeated(x::Name(0x2387911), x::Name(0x1011d11)), // attachedNamespace: HostNvmeNamespace
+        x::FieldEntry::optional(x::Name(0x3556508), x::Name(0x3344606)), // vendorId: string
+        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::optional(x::Name(0x28bd60f), x::Name(0x3344606)), // firmwareVersion: string
+        x::FieldEntry::required(x::Name(0x2990307), x::Name(0x3344606)), // hbaName: string
+        x::FieldEntry::optional(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
+        x::FieldEntry::optional(x::Name(0x2543d10), x::Name(0x2a94603)), // controllerNumber: int
+        x::FieldEntry::optional(x::Name(0x23a530b), x::Name(0x2405e07)), // autoConnect: boolean
+        x::FieldEntry::optional(x::Name(0x316db17), x::Name(0x2405e07)), // rootDiscoveryController: boolean
+        x::FieldEntry::repeated(x::Name(0x27fb505), x::Name(0x100b719)), // entry: HostNvmeDiscoveryLogEntry
+        x::FieldEntry::required(x::Name(0x24d3908), x::Name(0x2405e07)), // complete: boolean
+        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
+        x::FieldEntry::required(x::Name(0x335620d), x::Name(0x3344606)), // subsystemType: string
+        x::FieldEntry::required(x::Name(0x335520f), x::Name(0x2a94603)), // subsystemPortId: int
+        x::FieldEntry::required(x::Name(0x254220c), x::Name(0x2a94603)), // controllerId: int
+        x::FieldEntry::required(x::Name(0x22fb011), x::Name(0x2a94603)), // adminQueueMaxSize: int
+        x::FieldEntry::required(x::Name(0x3450513), x::Name(0x101e11b)), // transportParameters: HostNvmeTransportParameters
+        x::FieldEntry::required(x::Name(0x3451915), x::Name(0x3344606)), // transportRequirements: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::required(x::Name(0x2441510), x::Name(0x2be5304)), // capacityInBlocks: long
+        x::FieldEntry::required(x::Name(0x345c806), x::Name(0x3344606)), // trtype: string
+        x::FieldEntry::required(x::Name(0x3447006), x::Name(0x3344606)), // traddr: string
+        x::FieldEntry::required(x::Name(0x2302606), x::Name(0x3344606)), // adrfam: string
+        x::FieldEntry::required(x::Name(0x345c007), x::Name(0x3344606)), // trsvcid: string
+        x::FieldEntry::required(x::Name(0x3464504), x::Name(0x23e790c)), // tsas: base64Binary
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x22f3f0d), x::Name(0x3344606)), // addressFamily: string
+        x::FieldEntry::optional(x::Name(0x2fa6a0a), x::Name(0x2a94603)), // portNumber: int
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x2fa6a0a), x::Name(0x2a94603)), // portNumber: int
+        x::FieldEntry::optional(x::Name(0x26c9012), x::Name(0x3344606)), // digestVerification: string
+        x::FieldEntry::required(x::Name(0x2990307), x::Name(0x3344606)), // hbaName: string
+        x::FieldEntry::required(x::Name(0x3450513), x::Name(0x101e11b)), // transportParameters: HostNvmeTransportParameters
+        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x101c719)), // adapter: HostNvmeTopologyInterface
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x2518213), x::Name(0x1006312)), // connectedController: HostNvmeController
     ],
     values: &[
-        x::Name(0x19b6c04), // SHA1
-        x::Name(0x13ec703), // MD5
-        x::Name(0x19b7106), // SHA256
-        x::Name(0x19b7806), // SHA384
-        x::Name(0x19b7f06), // SHA512
-        x::Name(0x19b8607), // SM3_256
-        x::Name(0x26beb0e), // digestDisabled
-        x::Name(0x2999a0a), // headerOnly
-        x::Name(0x25e4608), // dataOnly
-        x::Name(0x299500d), // headerAndData
-        x::Name(0x32da819), // sslThumbprintVerifyFailed
-        x::Name(0x2b9600e), // licenseExpired
-        x::Name(0x230f10c), // agentUpgrade
-        x::Name(0x3508e0b), // userRequest
-        x::Name(0x2a91e14), // insufficientLicenses
-        x::Name(0x230d40e), // agentOutOfDate
-        x::Name(0x2f1c916), // passwordDecryptFailure
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x2dc540c), // notsupported
+        x::Name(0x2e9ad08), // optional
+        x::Name(0x3109a08), // required
+        x::Name(0x3308e0c), // staticMethod
+        x::Name(0x31d4510), // sendTargetMethod
+        x::Name(0x324c609), // slpMethod
+        x::Name(0x2b3ed0a), // isnsMethod
+        x::Name(0x348a10d), // unknownMethod
+        x::Name(0x2eadc05), // other
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x26b2404), // dhcp
+        x::Name(0x2bb4a09), // linklayer
+        x::Name(0x3060406), // random
+        x::Name(0x2fd9b09), // preferred
+        x::Name(0x2666c0a), // deprecated
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2a4c30c), // inaccessible
         x::Name(0x3488b07), // unknown
-        x::Name(0x354b516), // vcVRAMCapacityExceeded
-        x::Name(0x2922103), // gpt
-        x::Name(0x2c67b03), // mbr
+        x::Name(0x33fa909), // tentative
+        x::Name(0x2765b09), // duplicate
+        x::Name(0x2de8c0e), // numCpuPackages
+        x::Name(0x2de6b0b), // numCpuCores
+        x::Name(0x2c8970a), // memorySize
+        x::Name(0x2c7ca0c), // memoryForVms
+        x::Name(0x2e3a80d), // numVmsStarted
+        x::Name(0x2e3b60e), // numVmsStarting
+        x::Name(0x367900c), // vsanCapacity
+        x::Name(0x2bd7410), // lockdownDisabled
+        x::Name(0x2bd920e), // lockdownNormal
+        x::Name(0x2bda10e), // lockdownStrict
+        x::Name(0xcaed04), // File
+        x::Name(0x1df7c0b), // VirtualDisk
+        x::Name(0xa53209), // Directory
+        x::Name(0x2598f0d), // currentConfig
+        x::Name(0x325950e), // snapshotConfig
+        x::Name(0x2a0070b), // hostUpgrade
+        x::Name(0x2c9000a), // memoryTier
+        x::Name(0x2f60d0e), // persistentTier
+        x::Name(0x2431f0b), // cachingTier
+        x::Name(0x349e80e), // unmappableTier
+        x::Name(0x8e2404), // DRAM
+        x::Name(0x15fa804), // PMem
+        x::Name(0x1483a04), // NVMe
+        x::Name(0x1614908), // Peaberry
+        x::Name(0x2da3209), // noTiering
+        x::Name(0x297eb0f), // hardwareTiering
+        x::Name(0x3274d0f), // softwareTiering
+        x::Name(0x7ee12), // AllPathsDown_Start
+        x::Name(0x80114), // AllPathsDown_Timeout
+        x::Name(0x1634613), // PermanentDeviceLoss
+        x::Name(0x5c950f), // CONNECT_FAILURE
+        x::Name(0x13ef313), // MOUNT_NOT_SUPPORTED
+        x::Name(0x1481911), // NFS_NOT_SUPPORTED
+        x::Name(0x13ecb0c), // MOUNT_DENIED
+        x::Name(0x13ee50d), // MOUNT_NOT_DIR
+        x::Name(0x1d36215), // VOLUME_LIMIT_EXCEEDED
+        x::Name(0x5ca513), // CONN_LIMIT_EXCEEDED
+        x::Name(0x13ed80c), // MOUNT_EXISTS
+        x::Name(0x1550406), // OTHERS
+        x::Name(0x306ed09), // readWrite
+        x::Name(0x306b208), // readOnly
+        x::Name(0xa208), // AUTH_SYS
+        x::Name(0x19b4708), // SEC_KRB5
+        x::Name(0x19b5009), // SEC_KRB5I
+        x::Name(0x19b5a09), // SEC_KRB5P
+        x::Name(0x2d86307), // newreno
+        x::Name(0x2596505), // cubic
+        x::Name(0x2646f11), // defaultTcpipStack
+        x::Name(0x364c307), // vmotion
+        x::Name(0x3533013), // vSphereProvisioning
+        x::Name(0x2cc1d06), // mirror
+        x::Name(0x2e95f03), // ops
+        x::Name(0x366070b), // vnetworking
         x::Name(0x3488b07), // unknown
-        x::Name(0x2daff04), // none
-        x::Name(0x3630f04), // vmfs
-        x::Name(0x2bb5f0b), // linuxNative
-        x::Name(0x2bb6b09), // linuxSwap
-        x::Name(0x2842208), // extended
-        x::Name(0x2ddec04), // ntfs
-        x::Name(0x363d40d), // vmkDiagnostic
-        x::Name(0x3562704), // vffs
-        x::Name(0x2572a05), // crash
-        x::Name(0x2bae308), // linkDown
-        x::Name(0x350060d), // userInitiated
-        x::Name(0x19bcf07), // STAGE_1
-        x::Name(0x287210e), // faultTolerance
-        x::Name(0x1cdcd04), // VMFS
-        x::Name(0x1480f03), // NFS
-        x::Name(0x1481305), // NFS41
-        x::Name(0x5c7904), // CIFS
-        x::Name(0x3678b04), // vsan
-        x::Name(0x1cd4f04), // VFFS
-        x::Name(0x1d67504), // VVOL
-        x::Name(0x15fa304), // PMEM
-        x::Name(0x367f205), // vsanD
-        x::Name(0x154fe05), // OTHER
-        x::Name(0x2a4fd07), // inbound
-        x::Name(0x2eca408), // outbound
-        x::Name(0x32bba03), // src
-        x::Name(0x2760503), // dst
-        x::Name(0x33efd03), // tcp
-        x::Name(0x3475303), // udp
-        x::Name(0x287210e), // faultTolerance
-        x::Name(0x2880f03), // fdm
-        x::Name(0x34be00d), // updateManager
-        x::Name(0x3673d0d), // vpxHeartbeats
-        x::Name(0x3674b04), // vpxa
-        x::Name(0x347cb09), // undefined
-        x::Name(0x2405305), // board
-        x::Name(0x3005707), // product
+        x::Name(0x292f105), // green
+        x::Name(0x3706606), // yellow
+        x::Name(0x30a8b03), // red
+        x::Name(0x286b603), // fan
+        x::Name(0x2fb0d05), // power
+        x::Name(0x33f7b0b), // temperature
+        x::Name(0x366d107), // voltage
+        x::Name(0x2eadc05), // other
+        x::Name(0x3004d09), // processor
+        x::Name(0x2c76d06), // memory
+        x::Name(0x331f407), // storage
+        x::Name(0x33bfc0b), // systemBoard
+        x::Name(0x23ed007), // battery
+        x::Name(0x23f5a04), // bios
+        x::Name(0x242c305), // cable
+        x::Name(0x36be708), // watchdog
+        x::Name(0x26f7509), // discovery
+        x::Name(0x2e51803), // nvm
+        x::Name(0x31c6815), // secureChannelRequired
+        x::Name(0x31c4f18), // secureChannelNotRequired
+        x::Name(0x310dc18), // requirementsNotSpecified
+        x::Name(0x2b01704), // ipv4
+        x::Name(0x2b04604), // ipv6
+        x::Name(0x2a6c00a), // infiniBand
+        x::Name(0x287c002), // fc
+        x::Name(0x2be6d08), // loopback
+        x::Name(0x3488b07), // unknown
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        2 => return Some(x::decode_struct_object::<HostInternetScsiHbaParamValue>(r)),
+        #[cfg(feature = "admin")] 3 => return Some(x::decode_struct_object::<HostInternetScsiHbaSendTarget>(r)),
+        #[cfg(feature = "admin")] 4 => return Some(x::decode_struct_object::<HostInternetScsiHbaStaticTarget>(r)),
+        #[cfg(feature = "admin")] 6 => return Some(x::decode_struct_object::<HostInternetScsiHbaTargetSet>(r)),
+        #[cfg(feature = "admin")] 7 => return Some(x::decode_struct_object::<HostInternetScsiTargetTransport>(r)),
+        #[cfg(feature = "all-faults")] 8 => return Some(x::decode_struct_object::<HostInventoryFull>(r)),
+        #[cfg(feature = "all-events")] 9 => return Some(x::decode_struct_object::<HostInventoryFullEvent>(r)),
+        #[cfg(feature = "all-events")] 10 => return Some(x::decode_struct_object::<HostInventoryUnreadableEvent>(r)),
+        #[cfg(feature = "admin")] 11 => return Some(x::decode_struct_object::<HostIoFilterInfo>(r)),
+        #[cfg(feature = "all-events")] 12 => return Some(x::decode_struct_object::<HostIpChangedEvent>(r)),
+        13 => return Some(x::decode_struct_object::<HostIpConfig>(r)),
+        14 => return Some(x::decode_struct_object::<HostIpConfigIpV6Address>(r)),
+        16 => return Some(x::decode_struct_object::<HostIpConfigIpV6AddressConfiguration>(r)),
+        #[cfg(feature = "all-events")] 18 => return Some(x::decode_struct_object::<HostIpInconsistentEvent>(r)),
+        #[cfg(feature = "admin")] 19 => return Some(x::decode_struct_object::<HostIpRouteConfig>(r)),
+        #[cfg(feature = "admin")] 20 => return Some(x::decode_struct_object::<HostIpRouteConfigSpec>(r)),
+        #[cfg(feature = "admin")] 21 => return Some(x::decode_struct_object::<HostIpRouteEntry>(r)),
+        #[cfg(feature = "admin")] 22 => return Some(x::decode_struct_object::<HostIpRouteOp>(r)),
+        #[cfg(feature = "admin")] 23 => return Some(x::decode_struct_object::<HostIpRouteTableConfig>(r)),
+        #[cfg(feature = "admin")] 24 => return Some(x::decode_struct_object::<HostIpRouteTableInfo>(r)),
+        #[cfg(feature = "all-events")] 25 => return Some(x::decode_struct_object::<HostIpToShortNameFailedEvent>(r)),
+        #[cfg(feature = "admin")] 26 => return Some(x::decode_struct_object::<HostIpmiInfo>(r)),
+        #[cfg(feature = "all-events")] 27 => return Some(x::decode_struct_object::<HostIsolationIpPingFailedEvent>(r)),
+        28 => return Some(x::decode_struct_object::<HostLicensableResourceInfo>(r)),
+        30 => return Some(x::decode_struct_object::<HostLicenseConnectInfo>(r)),
+        #[cfg(feature = "all-events")] 31 => return Some(x::decode_struct_object::<HostLicenseExpiredEvent>(r)),
+        #[cfg(feature = "admin")] 32 => return Some(x::decode_struct_object::<HostLicenseSpec>(r)),
+        33 => return Some(x::decode_struct_object::<HostListSummary>(r)),
+        34 => return Some(x::decode_struct_object::<HostListSummaryGatewaySummary>(r)),
+        35 => return Some(x::decode_struct_object::<HostListSummaryQuickStats>(r)),
+        #[cfg(feature = "admin")] 37 => return Some(x::decode_struct_object::<HostLocalAuthenticationInfo>(r)),
+        #[cfg(feature = "admin")] 38 => return Some(x::decode_struct_object::<HostLocalFileSystemVolume>(r)),
+        39 => return Some(x::decode_struct_object::<HostLocalFileSystemVolumeSpec>(r)),
+        #[cfg(feature = "all-events")] 40 => return Some(x::decode_struct_object::<HostLocalPortCreatedEvent>(r)),
+        42 => return Some(x::decode_struct_object::<HostLowLevelProvisioningManagerDiskLayoutSpec>(r)),
+        43 => return Some(x::decode_struct_object::<HostLowLevelProvisioningManagerFileDeleteResult>(r)),
+        44 => return Some(x::decode_struct_object::<HostLowLevelProvisioningManagerFileDeleteSpec>(r)),
+        45 => return Some(x::decode_struct_object::<HostLowLevelProvisioningManagerFileReserveResult>(r)),
+        46 => return Some(x::decode_struct_object::<HostLowLevelProvisioningManagerFileReserveSpec>(r)),
+        49 => return Some(x::decode_struct_object::<HostLowLevelProvisioningManagerSnapshotLayoutSpec>(r)),
+        50 => return Some(x::decode_struct_object::<HostLowLevelProvisioningManagerVmMigrationStatus>(r)),
+        51 => return Some(x::decode_struct_object::<HostLowLevelProvisioningManagerVmRecoveryInfo>(r)),
+        52 => return Some(x::decode_struct_object::<HostMaintenanceSpec>(r)),
+        53 => return Some(x::decode_struct_object::<HostMaintenanceSpecEvacuationMode>(r)),
+        55 => return Some(x::decode_struct_object::<HostMemberHealthCheckResult>(r)),
+        #[cfg(feature = "admin")] 56 => return Some(x::decode_struct_object::<HostMemberRuntimeInfo>(r)),
+        57 => return Some(x::decode_struct_object::<HostMemberUplinkHealthCheckResult>(r)),
+        58 => return Some(x::decode_struct_object::<HostMemoryProfile>(r)),
+        #[cfg(feature = "admin")] 59 => return Some(x::decode_struct_object::<HostMemorySpec>(r)),
+        #[cfg(feature = "admin")] 61 => return Some(x::decode_struct_object::<HostMemoryTierInfo>(r)),
+        #[cfg(feature = "all-events")] 64 => return Some(x::decode_struct_object::<HostMissingNetworksEvent>(r)),
+        #[cfg(feature = "all-events")] 65 => return Some(x::decode_struct_object::<HostMonitoringStateChangedEvent>(r)),
+        66 => return Some(x::decode_struct_object::<HostMountInfo>(r)),
+        #[cfg(feature = "admin")] 70 => return Some(x::decode_struct_object::<HostMultipathInfo>(r)),
+        #[cfg(feature = "admin")] 71 => return Some(x::decode_struct_object::<HostMultipathInfoFixedLogicalUnitPolicy>(r)),
+        #[cfg(feature = "admin")] 72 => return Some(x::decode_struct_object::<HostMultipathInfoHppLogicalUnitPolicy>(r)),
+        #[cfg(feature = "admin")] 73 => return Some(x::decode_struct_object::<HostMultipathInfoLogicalUnit>(r)),
+        #[cfg(feature = "admin")] 74 => return Some(x::decode_struct_object::<HostMultipathInfoLogicalUnitPolicy>(r)),
+        #[cfg(feature = "admin")] 75 => return Some(x::decode_struct_object::<HostMultipathInfoLogicalUnitStorageArrayTypePolicy>(r)),
+        #[cfg(feature = "admin")] 76 => return Some(x::decode_struct_object::<HostMultipathInfoPath>(r)),
+        #[cfg(feature = "admin")] 77 => return Some(x::decode_struct_object::<HostMultipathStateInfo>(r)),
+        #[cfg(feature = "admin")] 78 => return Some(x::decode_struct_object::<HostMultipathStateInfoPath>(r)),
+        79 => return Some(x::decode_struct_object::<HostNasVolume>(r)),
+        #[cfg(feature = "admin")] 80 => return Some(x::decode_struct_object::<HostNasVolumeConfig>(r)),
+        82 => return Some(x::decode_struct_object::<HostNasVolumeSpec>(r)),
+        #[cfg(feature = "admin")] 83 => return Some(x::decode_struct_object::<HostNasVolumeUserInfo>(r)),
+        #[cfg(feature = "admin")] 84 => return Some(x::decode_struct_object::<HostNatService>(r)),
+        #[cfg(feature = "admin")] 85 => return Some(x::decode_struct_object::<HostNatServiceConfig>(r)),
+        #[cfg(feature = "admin")] 86 => return Some(x::decode_struct_object::<HostNatServiceNameServiceSpec>(r)),
+        #[cfg(feature = "admin")] 87 => return Some(x::decode_struct_object::<HostNatServicePortForwardSpec>(r)),
+        #[cfg(feature = "admin")] 88 => return Some(x::decode_struct_object::<HostNatServiceSpec>(r)),
+        #[cfg(feature = "admin")] 89 => return Some(x::decode_struct_object::<HostNetCapabilities>(r)),
+        #[cfg(feature = "admin")] 90 => return Some(x::decode_struct_object::<HostNetOffloadCapabilities>(r)),
+        #[cfg(feature = "admin")] 91 => return Some(x::decode_struct_object::<HostNetStackInstance>(r)),
+        #[cfg(feature = "admin")] 94 => return Some(x::decode_struct_object::<HostNetworkConfig>(r)),
+        #[cfg(feature = "admin")] 95 => return Some(x::decode_struct_object::<HostNetworkConfigNetStackSpec>(r)),
+        #[cfg(feature = "admin")] 96 => return Some(x::decode_struct_object::<HostNetworkConfigResult>(r)),
+        #[cfg(feature = "admin")] 97 => return Some(x::decode_struct_object::<HostNetworkInfo>(r)),
+        #[cfg(feature = "admin")] 98 => return Some(x::decode_struct_object::<HostNetworkPolicy>(r)),
+        99 => return Some(x::decode_struct_object::<HostNetworkResourceRuntime>(r)),
+        #[cfg(feature = "admin")] 100 => return Some(x::decode_struct_object::<HostNetworkSecurityPolicy>(r)),
+        #[cfg(feature = "admin")] 101 => return Some(x::decode_struct_object::<HostNetworkTrafficShapingPolicy>(r)),
+        102 => return Some(x::decode_struct_object::<HostNewNetworkConnectInfo>(r)),
+        103 => return Some(x::decode_struct_object::<HostNfcConnectionInfo>(r)),
+        #[cfg(feature = "admin")] 104 => return Some(x::decode_struct_object::<HostNicFailureCriteria>(r)),
+        #[cfg(feature = "admin")] 105 => return Some(x::decode_struct_object::<HostNicOrderPolicy>(r)),
+        #[cfg(feature = "admin")] 106 => return Some(x::decode_struct_object::<HostNicTeamingPolicy>(r)),
+        #[cfg(feature = "all-events")] 107 => return Some(x::decode_struct_object::<HostNoAvailableNetworksEvent>(r)),
+        #[cfg(feature = "all-events")] 108 => return Some(x::decode_struct_object::<HostNoHAEnabledPortGroupsEvent>(r)),
+        #[cfg(feature = "all-events")] 109 => return Some(x::decode_struct_object::<HostNoRedundantManagementNetworkEvent>(r)),
+        #[cfg(feature = "all-events")] 110 => return Some(x::decode_struct_object::<HostNonCompliantEvent>(r)),
+        111 => return Some(x::decode_struct_object::<HostNotConnected>(r)),
+        #[cfg(feature = "all-events")] 112 => return Some(x::decode_struct_object::<HostNotInClusterEvent>(r)),
+        #[cfg(feature = "all-faults")] 113 => return Some(x::decode_struct_object::<HostNotReachable>(r)),
+        #[cfg(feature = "admin")] 114 => return Some(x::decode_struct_object::<HostNtpConfig>(r)),
+        #[cfg(feature = "admin")] 115 => return Some(x::decode_struct_object::<HostNumaInfo>(r)),
+        #[cfg(feature = "admin")] 116 => return Some(x::decode_struct_object::<HostNumaNode>(r)),
+        118 => return Some(x::decode_struct_object::<HostNumericSensorInfo>(r)),
+        #[cfg(feature = "admin")] 120 => return Some(x::decode_struct_object::<HostNvmeConnectSpec>(r)),
+        #[cfg(feature = "admin")] 121 => return Some(x::decode_struct_object::<HostNvmeController>(r)),
+        #[cfg(feature = "admin")] 122 => return Some(x::decode_struct_object::<HostNvmeDisconnectSpec>(r)),
+        #[cfg(feature = "admin")] 123 => return Some(x::decode_struct_object::<HostNvmeDiscoverSpec>(r)),
+        #[cfg(feature = "admin")] 124 => return Some(x::decode_struct_object::<HostNvmeDiscoveryLog>(r)),
+        #[cfg(feature = "admin")] 125 => return Some(x::decode_struct_object::<HostNvmeDiscoveryLogEntry>(r)),
+        #[cfg(feature = "admin")] 128 => return Some(x::decode_struct_object::<HostNvmeNamespace>(r)),
+        129 => return Some(x::decode_struct_object::<HostNvmeOpaqueTransportParameters>(r)),
+        130 => return Some(x::decode_struct_object::<HostNvmeOverFibreChannelParameters>(r)),
+        131 => return Some(x::decode_struct_object::<HostNvmeOverRdmaParameters>(r)),
+        132 => return Some(x::decode_struct_object::<HostNvmeOverTcpParameters>(r)),
+        133 => return Some(x::decode_struct_object::<HostNvmeSpec>(r)),
+        #[cfg(feature = "admin")] 134 => return Some(x::decode_struct_object::<HostNvmeTopology>(r)),
+        #[cfg(feature = "admin")] 135 => return Some(x::decode_struct_object::<HostNvmeTopologyInterface>(r)),
+        136 => return Some(x::decode_struct_object::<HostNvmeTransportParameters>(r)),
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaNetworkBindingSupportType(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressConfigType(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressStatus(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicensableResourceKey(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLockdownMode(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerFileType(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerReloadTarget(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMaintenanceSpecPurpose(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierFlags(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierType(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTieringType(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfoInaccessibleReason(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfoMountFailedReason(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountMode(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSecurityType(v), Err(e) => return Some(Err(e)) },
+        92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetStackInstanceCongestionControlAlgorithmType(v), Err(e) => return Some(Err(e)) },
+        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetStackInstanceSystemStackKey(v), Err(e) => return Some(Err(e)) },
+        117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumericSensorHealthState(v), Err(e) => return Some(Err(e)) },
+        119 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumericSensorType(v), Err(e) => return Some(Err(e)) },
+        126 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogSubsystemType(v), Err(e) => return Some(Err(e)) },
+        127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogTransportRequirements(v), Err(e) => return Some(Err(e)) },
+        137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTransportParametersNvmeAddressFamily(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "admin")] HostDiagnosticPartition(Box<HostDiagnosticPartition>),
-    #[cfg(feature = "admin")] HostDiagnosticPartitionCreateDescription(Box<HostDiagnosticPartitionCreateDescription>),
-    #[cfg(feature = "admin")] HostDiagnosticPartitionCreateOption(Box<HostDiagnosticPartitionCreateOption>),
-    #[cfg(feature = "admin")] HostDiagnosticPartitionCreateSpec(Box<HostDiagnosticPartitionCreateSpec>),
-    HostDigestInfo(Box<HostDigestInfo>),
-    HostDigestInfoDigestMethodType(Box<HostDigestInfoDigestMethodType>),
-    HostDigestVerificationSetting(Box<HostDigestVerificationSetting>),
-    #[cfg(feature = "admin")] HostDirectoryStoreInfo(Box<HostDirectoryStoreInfo>),
-    #[cfg(feature = "all-events")] HostDisconnectedEvent(Box<HostDisconnectedEvent>),
-    HostDisconnectedEventReasonCode(Box<HostDisconnectedEventReasonCode>),
-    HostDiskConfigurationResult(Box<HostDiskConfigurationResult>),
-    HostDiskDimensions(Box<HostDiskDimensions>),
-    HostDiskDimensionsChs(Box<HostDiskDimensionsChs>),
-    HostDiskDimensionsLba(Box<HostDiskDimensionsLba>),
-    HostDiskMappingInfo(Box<HostDiskMappingInfo>),
-    HostDiskMappingOption(Box<HostDiskMappingOption>),
-    HostDiskMappingPartitionInfo(Box<HostDiskMappingPartitionInfo>),
-    HostDiskMappingPartitionOption(Box<HostDiskMappingPartitionOption>),
-    HostDiskPartitionAttributes(Box<HostDiskPartitionAttributes>),
-    HostDiskPartitionBlockRange(Box<HostDiskPartitionBlockRange>),
-    #[cfg(feature = "admin")] HostDiskPartitionInfo(Box<HostDiskPartitionInfo>),
-    HostDiskPartitionInfoPartitionFormat(Box<HostDiskPartitionInfoPartitionFormat>),
-    HostDiskPartitionInfoType(Box<HostDiskPartitionInfoType>),
-    HostDiskPartitionLayout(Box<HostDiskPartitionLayout>),
-    HostDiskPartitionSpec(Box<HostDiskPartitionSpec>),
-    HostDistributedVirtualSwitchManagerFailoverReason(Box<HostDistributedVirtualSwitchManagerFailoverReason>),
-    HostDistributedVirtualSwitchManagerFailoverStage(Box<HostDistributedVirtualSwitchManagerFailoverStage>),
-    #[cfg(feature = "admin")] HostDnsConfig(Box<HostDnsConfig>),
-    #[cfg(feature = "admin")] HostDnsConfigSpec(Box<HostDnsConfigSpec>),
-    #[cfg(feature = "admin")] HostDvxClass(Box<HostDvxClass>),
-    #[cfg(feature = "all-events")] HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
-    HostEnterMaintenanceResult(Box<HostEnterMaintenanceResult>),
-    #[cfg(feature = "admin")] HostEsxAgentHostManagerConfigInfo(Box<HostEsxAgentHostManagerConfigInfo>),
-    #[cfg(feature = "all-events")] HostEvent(Box<HostEvent>),
-    HostEventArgument(Box<HostEventArgument>),
-    #[cfg(feature = "all-events")] HostExtraNetworksEvent(Box<HostExtraNetworksEvent>),
-    HostFaultToleranceManagerComponentHealthInfo(Box<HostFaultToleranceManagerComponentHealthInfo>),
-    HostFeatureCapability(Box<HostFeatureCapability>),
-    HostFeatureMask(Box<HostFeatureMask>),
-    HostFeatureVersionInfo(Box<HostFeatureVersionInfo>),
-    HostFeatureVersionKey(Box<HostFeatureVersionKey>),
-    #[cfg(feature = "admin")] HostFibreChannelHba(Box<HostFibreChannelHba>),
-    #[cfg(feature = "admin")] HostFibreChannelOverEthernetHba(Box<HostFibreChannelOverEthernetHba>),
-    #[cfg(feature = "admin")] HostFibreChannelOverEthernetHbaLinkInfo(Box<HostFibreChannelOverEthernetHbaLinkInfo>),
-    #[cfg(feature = "admin")] HostFibreChannelOverEthernetTargetTransport(Box<HostFibreChannelOverEthernetTargetTransport>),
-    #[cfg(feature = "admin")] HostFibreChannelTargetTransport(Box<HostFibreChannelTargetTransport>),
-    HostFileAccess(Box<HostFileAccess>),
-    #[cfg(feature = "admin")] HostFileSystemMountInfo(Box<HostFileSystemMountInfo>),
-    HostFileSystemVolume(Box<HostFileSystemVolume>),
-    HostFileSystemVolumeFileSystemType(Box<HostFileSystemVolumeFileSystemType>),
-    #[cfg(feature = "admin")] HostFileSystemVolumeInfo(Box<HostFileSystemVolumeInfo>),
-    #[cfg(feature = "admin")] HostFirewallConfig(Box<HostFirewallConfig>),
-    #[cfg(feature = "admin")] HostFirewallConfigRuleSetConfig(Box<HostFirewallConfigRuleSetConfig>),
-    #[cfg(feature = "admin")] HostFirewallDefaultPolicy(Box<HostFirewallDefaultPolicy>),
-    #[cfg(feature = "admin")] HostFirewallInfo(Box<HostFirewallInfo>),
-    #[cfg(feature = "admin")] HostFirewallRule(Box<HostFirewallRule>),
-    #[cfg(feature = "admin")] HostFirewallRuleDirection(Box<HostFirewallRuleDirection>),
-    #[cfg(feature = "admin")] HostFirewallRulePortType(Box<HostFirewallRulePortType>),
-    HostFirewallRuleProtocol(Box<HostFirewallRuleProtocol>),
-    #[cfg(feature = "admin")] HostFirewallRuleset(Box<HostFirewallRuleset>),
-    #[cfg(feature = "admin")] HostFirewallRulesetIpList(Box<HostFirewallRulesetIpList>),
-    #[cfg(feature = "admin")] HostFirewallRulesetIpNetwork(Box<HostFirewallRulesetIpNetwork>),
-    #[cfg(feature = "admin")] HostFirewallRulesetRulesetSpec(Box<HostFirewallRulesetRulesetSpec>),
-    HostFirewallSystemRuleSetId(Box<HostFirewallSystemRuleSetId>),
-    HostFirewallSystemServiceName(Box<HostFirewallSystemServiceName>),
-    #[cfg(feature = "admin")] HostFlagInfo(Box<HostFlagInfo>),
-    HostForceMountedInfo(Box<HostForceMountedInfo>),
-    HostFru(Box<HostFru>),
-    HostFruFruType(Box<HostFruFruType>),
-    HostGatewaySpec(Box<HostGatewaySpec>),
+    HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(Box<HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaNetworkBindingSupportType(Box<HostInternetScsiHbaNetworkBindingSupportType>),
+    HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(Box<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>),
+    HostIpConfigIpV6AddressConfigType(Box<HostIpConfigIpV6AddressConfigType>),
+    HostIpConfigIpV6AddressStatus(Box<HostIpConfigIpV6AddressStatus>),
+    HostLicensableResourceKey(Box<HostLicensableResourceKey>),
+    HostLockdownMode(Box<HostLockdownMode>),
+    HostLowLevelProvisioningManagerFileType(Box<HostLowLevelProvisioningManagerFileType>),
+    HostLowLevelProvisioningManagerReloadTarget(Box<HostLowLevelProvisioningManagerReloadTarget>),
+    HostMaintenanceSpecPurpose(Box<HostMaintenanceSpecPurpose>),
+    HostMemoryTierFlags(Box<HostMemoryTierFlags>),
+    HostMemoryTierType(Box<HostMemoryTierType>),
+    HostMemoryTieringType(Box<HostMemoryTieringType>),
+    HostMountInfoInaccessibleReason(Box<HostMountInfoInaccessibleReason>),
+    HostMountInfoMountFailedReason(Box<HostMountInfoMountFailedReason>),
+    HostMountMode(Box<HostMountMode>),
+    HostNasVolumeSecurityType(Box<HostNasVolumeSecurityType>),
+    HostNetStackInstanceCongestionControlAlgorithmType(Box<HostNetStackInstanceCongestionControlAlgorithmType>),
+    HostNetStackInstanceSystemStackKey(Box<HostNetStackInstanceSystemStackKey>),
+    HostNumericSensorHealthState(Box<HostNumericSensorHealthState>),
+    HostNumericSensorType(Box<HostNumericSensorType>),
+    HostNvmeDiscoveryLogSubsystemType(Box<HostNvmeDiscoveryLogSubsystemType>),
+    HostNvmeDiscoveryLogTransportRequirements(Box<HostNvmeDiscoveryLogTransportRequirements>),
+    HostNvmeTransportParametersNvmeAddressFamily(Box<HostNvmeTransportParametersNvmeAddressFamily>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -388,160 +848,33 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateDescription(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateSpec(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfo(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfoDigestMethodType(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestVerificationSetting(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDirectoryStoreInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEventReasonCode(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskConfigurationResult(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskDimensions(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskDimensionsChs(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskDimensionsLba(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingInfo(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingOption(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingPartitionInfo(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingPartitionOption(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionAttributes(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionBlockRange(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfoPartitionFormat(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfoType(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionLayout(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionSpec(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDistributedVirtualSwitchManagerFailoverReason(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDistributedVirtualSwitchManagerFailoverStage(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDvxClass(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnableAdminFailedEvent(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnterMaintenanceResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEsxAgentHostManagerConfigInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEvent(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEventArgument(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostExtraNetworksEvent(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFaultToleranceManagerComponentHealthInfo(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureCapability(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureMask(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureVersionInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureVersionKey(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelHba(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetHba(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetHbaLinkInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetTargetTransport(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelTargetTransport(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileAccess(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemMountInfo(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolume(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolumeFileSystemType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolumeInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallConfigRuleSetConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallDefaultPolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRule(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleDirection(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulePortType(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleProtocol(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpList(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetRulesetSpec(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemRuleSetId(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemServiceName(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFlagInfo(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostForceMountedInfo(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFru(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFruFruType(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGatewaySpec(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDigestInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDigestInfoDigestMethodType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDigestVerificationSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDirectoryStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDisconnectedEventReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskDimensions(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskDimensionsChs(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskDimensionsLba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskMappingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskMappingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskMappingPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskMappingPartitionOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskPartitionAttributes(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskPartitionBlockRange(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDiskPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskPartitionInfoPartitionFormat(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskPartitionInfoType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskPartitionLayout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskPartitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDnsConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDnsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostEnterMaintenanceResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFaultToleranceManagerComponentHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFeatureMask(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFeatureVersionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFeatureVersionKey(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFibreChannelHba(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHba(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFibreChannelTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFileAccess(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFileSystemMountInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFileSystemVolumeFileSystemType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFileSystemVolumeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallConfigRuleSetConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallDefaultPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallRule(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallRuleProtocol(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallRuleset(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpList(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpNetwork(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallSystemRuleSetId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallSystemServiceName(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostFlagInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostForceMountedInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFru(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFruFruType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGatewaySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostIpConfigIpV6AddressConfigType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostIpConfigIpV6AddressStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostLicensableResourceKey(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostLockdownMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostLowLevelProvisioningManagerFileType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostLowLevelProvisioningManagerReloadTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostMaintenanceSpecPurpose(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostMemoryTierFlags(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostMemoryTierType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostMemoryTieringType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostMountInfoInaccessibleReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostMountInfoMountFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostMountMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNasVolumeSecurityType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNetStackInstanceSystemStackKey(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNumericSensorHealthState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNumericSensorType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNvmeDiscoveryLogSubsystemType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNvmeDiscoveryLogTransportRequirements(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNvmeTransportParametersNvmeAddressFamily(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -555,76 +888,30 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartition(_) => "HostDiagnosticPartition",
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(_) => "HostDiagnosticPartitionCreateDescription",
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(_) => "HostDiagnosticPartitionCreateOption",
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(_) => "HostDiagnosticPartitionCreateSpec",
-            Object::HostDigestInfo(_) => "HostDigestInfo",
-            Object::HostDigestInfoDigestMethodType(_) => "HostDigestInfoDigestMethodType",
-            Object::HostDigestVerificationSetting(_) => "HostDigestVerificationSetting",
-            #[cfg(feature = "admin")] Object::HostDirectoryStoreInfo(_) => "HostDirectoryStoreInfo",
-            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(_) => "HostDisconnectedEvent",
-            Object::HostDisconnectedEventReasonCode(_) => "HostDisconnectedEventReasonCode",
-            Object::HostDiskConfigurationResult(_) => "HostDiskConfigurationResult",
-            Object::HostDiskDimensions(_) => "HostDiskDimensions",
-            Object::HostDiskDimensionsChs(_) => "HostDiskDimensionsChs",
-            Object::HostDiskDimensionsLba(_) => "HostDiskDimensionsLba",
-            Object::HostDiskMappingInfo(_) => "HostDiskMappingInfo",
-            Object::HostDiskMappingOption(_) => "HostDiskMappingOption",
-            Object::HostDiskMappingPartitionInfo(_) => "HostDiskMappingPartitionInfo",
-            Object::HostDiskMappingPartitionOption(_) => "HostDiskMappingPartitionOption",
-            Object::HostDiskPartitionAttributes(_) => "HostDiskPartitionAttributes",
-            Object::HostDiskPartitionBlockRange(_) => "HostDiskPartitionBlockRange",
-            #[cfg(feature = "admin")] Object::HostDiskPartitionInfo(_) => "HostDiskPartitionInfo",
-            Object::HostDiskPartitionInfoPartitionFormat(_) => "HostDiskPartitionInfoPartitionFormat",
-            Object::HostDiskPartitionInfoType(_) => "HostDiskPartitionInfoType",
-            Object::HostDiskPartitionLayout(_) => "HostDiskPartitionLayout",
-            Object::HostDiskPartitionSpec(_) => "HostDiskPartitionSpec",
-            Object::HostDistributedVirtualSwitchManagerFailoverReason(_) => "HostDistributedVirtualSwitchManagerFailoverReason",
-            Object::HostDistributedVirtualSwitchManagerFailoverStage(_) => "HostDistributedVirtualSwitchManagerFailoverStage",
-            #[cfg(feature = "admin")] Object::HostDnsConfig(_) => "HostDnsConfig",
-            #[cfg(feature = "admin")] Object::HostDnsConfigSpec(_) => "HostDnsConfigSpec",
-            #[cfg(feature = "admin")] Object::HostDvxClass(_) => "HostDvxClass",
-            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(_) => "HostEnableAdminFailedEvent",
-            Object::HostEnterMaintenanceResult(_) => "HostEnterMaintenanceResult",
-            #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(_) => "HostEsxAgentHostManagerConfigInfo",
-            #[cfg(feature = "all-events")] Object::HostEvent(_) => "HostEvent",
-            Object::HostEventArgument(_) => "HostEventArgument",
-            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(_) => "HostExtraNetworksEvent",
-            Object::HostFaultToleranceManagerComponentHealthInfo(_) => "HostFaultToleranceManagerComponentHealthInfo",
-            Object::HostFeatureCapability(_) => "HostFeatureCapability",
-            Object::HostFeatureMask(_) => "HostFeatureMask",
-            Object::HostFeatureVersionInfo(_) => "HostFeatureVersionInfo",
-            Object::HostFeatureVersionKey(_) => "HostFeatureVersionKey",
-            #[cfg(feature = "admin")] Object::HostFibreChannelHba(_) => "HostFibreChannelHba",
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHba(_) => "HostFibreChannelOverEthernetHba",
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHbaLinkInfo(_) => "HostFibreChannelOverEthernetHbaLinkInfo",
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetTargetTransport(_) => "HostFibreChannelOverEthernetTargetTransport",
-            #[cfg(feature = "admin")] Object::HostFibreChannelTargetTransport(_) => "HostFibreChannelTargetTransport",
-            Object::HostFileAccess(_) => "HostFileAccess",
-            #[cfg(feature = "admin")] Object::HostFileSystemMountInfo(_) => "HostFileSystemMountInfo",
-            Object::HostFileSystemVolume(_) => "HostFileSystemVolume",
-            Object::HostFileSystemVolumeFileSystemType(_) => "HostFileSystemVolumeFileSystemType",
-            #[cfg(feature = "admin")] Object::HostFileSystemVolumeInfo(_) => "HostFileSystemVolumeInfo",
-            #[cfg(feature = "admin")] Object::HostFirewallConfig(_) => "HostFirewallConfig",
-            #[cfg(feature = "admin")] Object::HostFirewallConfigRuleSetConfig(_) => "HostFirewallConfigRuleSetConfig",
-            #[cfg(feature = "admin")] Object::HostFirewallDefaultPolicy(_) => "HostFirewallDefaultPolicy",
-            #[cfg(feature = "admin")] Object::HostFirewallInfo(_) => "HostFirewallInfo",
-            #[cfg(feature = "admin")] Object::HostFirewallRule(_) => "HostFirewallRule",
-            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(_) => "HostFirewallRuleDirection",
-            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(_) => "HostFirewallRulePortType",
-            Object::HostFirewallRuleProtocol(_) => "HostFirewallRuleProtocol",
-            #[cfg(feature = "admin")] Object::HostFirewallRuleset(_) => "HostFirewallRuleset",
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpList(_) => "HostFirewallRulesetIpList",
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpNetwork(_) => "HostFirewallRulesetIpNetwork",
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(_) => "HostFirewallRulesetRulesetSpec",
-            Object::HostFirewallSystemRuleSetId(_) => "HostFirewallSystemRuleSetId",
-            Object::HostFirewallSystemServiceName(_) => "HostFirewallSystemServiceName",
-            #[cfg(feature = "admin")] Object::HostFlagInfo(_) => "HostFlagInfo",
-            Object::HostForceMountedInfo(_) => "HostForceMountedInfo",
-            Object::HostFru(_) => "HostFru",
-            Object::HostFruFruType(_) => "HostFruFruType",
-            Object::HostGatewaySpec(_) => "HostGatewaySpec",
+            Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(_) => "HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(_) => "HostInternetScsiHbaNetworkBindingSupportType",
+            Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(_) => "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod",
+            Object::HostIpConfigIpV6AddressConfigType(_) => "HostIpConfigIpV6AddressConfigType",
+            Object::HostIpConfigIpV6AddressStatus(_) => "HostIpConfigIpV6AddressStatus",
+            Object::HostLicensableResourceKey(_) => "HostLicensableResourceKey",
+            Object::HostLockdownMode(_) => "HostLockdownMode",
+            Object::HostLowLevelProvisioningManagerFileType(_) => "HostLowLevelProvisioningManagerFileType",
+            Object::HostLowLevelProvisioningManagerReloadTarget(_) => "HostLowLevelProvisioningManagerReloadTarget",
+            Object::HostMaintenanceSpecPurpose(_) => "HostMaintenanceSpecPurpose",
+            Object::HostMemoryTierFlags(_) => "HostMemoryTierFlags",
+            Object::HostMemoryTierType(_) => "HostMemoryTierType",
+            Object::HostMemoryTieringType(_) => "HostMemoryTieringType",
+            Object::HostMountInfoInaccessibleReason(_) => "HostMountInfoInaccessibleReason",
+            Object::HostMountInfoMountFailedReason(_) => "HostMountInfoMountFailedReason",
+            Object::HostMountMode(_) => "HostMountMode",
+            Object::HostNasVolumeSecurityType(_) => "HostNasVolumeSecurityType",
+            Object::HostNetStackInstanceCongestionControlAlgorithmType(_) => "HostNetStackInstanceCongestionControlAlgorithmType",
+            Object::HostNetStackInstanceSystemStackKey(_) => "HostNetStackInstanceSystemStackKey",
+            Object::HostNumericSensorHealthState(_) => "HostNumericSensorHealthState",
+            Object::HostNumericSensorType(_) => "HostNumericSensorType",
+            Object::HostNvmeDiscoveryLogSubsystemType(_) => "HostNvmeDiscoveryLogSubsystemType",
+            Object::HostNvmeDiscoveryLogTransportRequirements(_) => "HostNvmeDiscoveryLogTransportRequirements",
+            Object::HostNvmeTransportParametersNvmeAddressFamily(_) => "HostNvmeTransportParametersNvmeAddressFamily",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -644,1197 +931,415 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDigestInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDigestInfoDigestMethodType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDigestVerificationSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDirectoryStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDisconnectedEventReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskDimensions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskDimensionsChs(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskDimensionsLba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskMappingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskMappingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskMappingPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskMappingPartitionOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskPartitionAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskPartitionBlockRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDiskPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskPartitionInfoPartitionFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskPartitionInfoType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskPartitionLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskPartitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDnsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDnsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostEnterMaintenanceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFaultToleranceManagerComponentHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFeatureMask(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFeatureVersionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFeatureVersionKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFibreChannelHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFibreChannelTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFileAccess(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFileSystemMountInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFileSystemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFileSystemVolumeFileSystemType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFileSystemVolumeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallConfigRuleSetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallDefaultPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallRuleProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallRuleset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallSystemRuleSetId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallSystemServiceName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostFlagInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostForceMountedInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFru(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFruFruType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGatewaySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostIpConfigIpV6AddressConfigType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostIpConfigIpV6AddressStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostLicensableResourceKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostLockdownMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostLowLevelProvisioningManagerFileType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostLowLevelProvisioningManagerReloadTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostMaintenanceSpecPurpose(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostMemoryTierFlags(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostMemoryTierType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostMemoryTieringType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostMountInfoInaccessibleReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostMountInfoMountFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostMountMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNasVolumeSecurityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNetStackInstanceSystemStackKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNumericSensorHealthState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNumericSensorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNvmeDiscoveryLogSubsystemType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNvmeDiscoveryLogTransportRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNvmeTransportParametersNvmeAddressFamily(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDiagnosticPartition {
+impl x::ObjectType for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiagnosticPartition(value)
+        Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiagnosticPartition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiagnosticPartition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDiagnosticPartitionCreateDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaNetworkBindingSupportType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiagnosticPartitionCreateDescription(value)
+        Object::HostInternetScsiHbaNetworkBindingSupportType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiagnosticPartitionCreateDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiagnosticPartitionCreateDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDiagnosticPartitionCreateOption {
+impl x::ObjectType for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiagnosticPartitionCreateOption(value)
+        Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiagnosticPartitionCreateOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiagnosticPartitionCreateOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDiagnosticPartitionCreateSpec {
+impl x::ObjectType for HostIpConfigIpV6AddressConfigType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiagnosticPartitionCreateSpec(value)
+        Object::HostIpConfigIpV6AddressConfigType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiagnosticPartitionCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostIpConfigIpV6AddressConfigType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiagnosticPartitionCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostIpConfigIpV6AddressConfigType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDigestInfo {
+impl x::ObjectType for HostIpConfigIpV6AddressStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDigestInfo(value)
+        Object::HostIpConfigIpV6AddressStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDigestInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostIpConfigIpV6AddressStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDigestInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostIpConfigIpV6AddressStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDigestInfoDigestMethodType {
+impl x::ObjectType for HostLicensableResourceKey {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDigestInfoDigestMethodType(value)
+        Object::HostLicensableResourceKey(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDigestInfoDigestMethodType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostLicensableResourceKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDigestInfoDigestMethodType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostLicensableResourceKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDigestVerificationSetting {
+impl x::ObjectType for HostLockdownMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDigestVerificationSetting(value)
+        Object::HostLockdownMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDigestVerificationSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostLockdownMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDigestVerificationSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostLockdownMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDirectoryStoreInfo {
+impl x::ObjectType for HostLowLevelProvisioningManagerFileType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDirectoryStoreInfo(value)
+        Object::HostLowLevelProvisioningManagerFileType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDirectoryStoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerFileType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDirectoryStoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerFileType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostDisconnectedEvent {
+impl x::ObjectType for HostLowLevelProvisioningManagerReloadTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDisconnectedEvent(value)
+        Object::HostLowLevelProvisioningManagerReloadTarget(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDisconnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerReloadTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDisconnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerReloadTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDisconnectedEventReasonCode {
+impl x::ObjectType for HostMaintenanceSpecPurpose {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDisconnectedEventReasonCode(value)
+        Object::HostMaintenanceSpecPurpose(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDisconnectedEventReasonCode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostMaintenanceSpecPurpose(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDisconnectedEventReasonCode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostMaintenanceSpecPurpose(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskConfigurationResult {
+impl x::ObjectType for HostMemoryTierFlags {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskConfigurationResult(value)
+        Object::HostMemoryTierFlags(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostMemoryTierFlags(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostMemoryTierFlags(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskDimensions {
+impl x::ObjectType for HostMemoryTierType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskDimensions(value)
+        Object::HostMemoryTierType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskDimensions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostMemoryTierType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskDimensions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostMemoryTierType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskDimensionsChs {
+impl x::ObjectType for HostMemoryTieringType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskDimensionsChs(value)
+        Object::HostMemoryTieringType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskDimensionsChs(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostMemoryTieringType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskDimensionsChs(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostMemoryTieringType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskDimensionsLba {
+impl x::ObjectType for HostMountInfoInaccessibleReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskDimensionsLba(value)
+        Object::HostMountInfoInaccessibleReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskDimensionsLba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostMountInfoInaccessibleReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskDimensionsLba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostMountInfoInaccessibleReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskMappingInfo {
+impl x::ObjectType for HostMountInfoMountFailedReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskMappingInfo(value)
+        Object::HostMountInfoMountFailedReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskMappingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostMountInfoMountFailedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskMappingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostMountInfoMountFailedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskMappingOption {
+impl x::ObjectType for HostMountMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskMappingOption(value)
+        Object::HostMountMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskMappingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostMountMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskMappingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostMountMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskMappingPartitionInfo {
+impl x::ObjectType for HostNasVolumeSecurityType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskMappingPartitionInfo(value)
+        Object::HostNasVolumeSecurityType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskMappingPartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNasVolumeSecurityType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskMappingPartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNasVolumeSecurityType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskMappingPartitionOption {
+impl x::ObjectType for HostNetStackInstanceCongestionControlAlgorithmType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskMappingPartitionOption(value)
+        Object::HostNetStackInstanceCongestionControlAlgorithmType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskMappingPartitionOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskMappingPartitionOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskPartitionAttributes {
+impl x::ObjectType for HostNetStackInstanceSystemStackKey {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskPartitionAttributes(value)
+        Object::HostNetStackInstanceSystemStackKey(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionAttributes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNetStackInstanceSystemStackKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionAttributes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNetStackInstanceSystemStackKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskPartitionBlockRange {
+impl x::ObjectType for HostNumericSensorHealthState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskPartitionBlockRange(value)
+        Object::HostNumericSensorHealthState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionBlockRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNumericSensorHealthState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionBlockRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNumericSensorHealthState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostDiskPartitionInfo {
+impl x::ObjectType for HostNumericSensorType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskPartitionInfo(value)
+        Object::HostNumericSensorType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNumericSensorType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNumericSensorType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskPartitionInfoPartitionFormat {
+impl x::ObjectType for HostNvmeDiscoveryLogSubsystemType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskPartitionInfoPartitionFormat(value)
+        Object::HostNvmeDiscoveryLogSubsystemType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNvmeDiscoveryLogSubsystemType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNvmeDiscoveryLogSubsystemType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskPartitionInfoType {
+impl x::ObjectType for HostNvmeDiscoveryLogTransportRequirements {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskPartitionInfoType(value)
+        Object::HostNvmeDiscoveryLogTransportRequirements(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionInfoType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNvmeDiscoveryLogTransportRequirements(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionInfoType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNvmeDiscoveryLogTransportRequirements(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDiskPartitionLayout {
+impl x::ObjectType for HostNvmeTransportParametersNvmeAddressFamily {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskPartitionLayout(value)
+        Object::HostNvmeTransportParametersNvmeAddressFamily(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNvmeTransportParametersNvmeAddressFamily(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDiskPartitionSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDiskPartitionSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverReason {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDistributedVirtualSwitchManagerFailoverReason(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverStage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDistributedVirtualSwitchManagerFailoverStage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostDnsConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDnsConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDnsConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDnsConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostDnsConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDnsConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDnsConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDnsConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostDvxClass {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostDvxClass(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDvxClass(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDvxClass(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostEnableAdminFailedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostEnableAdminFailedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEnableAdminFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEnableAdminFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostEnterMaintenanceResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostEnterMaintenanceResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEnterMaintenanceResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEnterMaintenanceResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostEsxAgentHostManagerConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostEsxAgentHostManagerConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEsxAgentHostManagerConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEsxAgentHostManagerConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostEventArgument {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostEventArgument(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostExtraNetworksEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostExtraNetworksEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostExtraNetworksEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostExtraNetworksEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFaultToleranceManagerComponentHealthInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFaultToleranceManagerComponentHealthInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFaultToleranceManagerComponentHealthInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFaultToleranceManagerComponentHealthInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFeatureCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFeatureCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFeatureCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFeatureCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFeatureMask {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFeatureMask(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFeatureMask(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFeatureMask(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFeatureVersionInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFeatureVersionInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFeatureVersionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFeatureVersionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFeatureVersionKey {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFeatureVersionKey(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFeatureVersionKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFeatureVersionKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelHba {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFibreChannelHba(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelOverEthernetHba {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFibreChannelOverEthernetHba(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelOverEthernetHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelOverEthernetHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelOverEthernetHbaLinkInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFibreChannelOverEthernetHbaLinkInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelOverEthernetTargetTransport {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFibreChannelOverEthernetTargetTransport(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelOverEthernetTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelOverEthernetTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelTargetTransport {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFibreChannelTargetTransport(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFileAccess {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFileAccess(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileAccess(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileAccess(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFileSystemMountInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFileSystemMountInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileSystemMountInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileSystemMountInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFileSystemVolume {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFileSystemVolume(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileSystemVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileSystemVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFileSystemVolumeFileSystemType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFileSystemVolumeFileSystemType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileSystemVolumeFileSystemType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileSystemVolumeFileSystemType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFileSystemVolumeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFileSystemVolumeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileSystemVolumeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileSystemVolumeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallConfigRuleSetConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallConfigRuleSetConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallConfigRuleSetConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallConfigRuleSetConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallDefaultPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallDefaultPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallDefaultPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallDefaultPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRule {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallRule(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRuleDirection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallRuleDirection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRuleDirection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRuleDirection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulePortType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallRulePortType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRulePortType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRulePortType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFirewallRuleProtocol {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallRuleProtocol(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRuleProtocol(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRuleProtocol(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRuleset {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallRuleset(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRuleset(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRuleset(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulesetIpList {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallRulesetIpList(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRulesetIpList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRulesetIpList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulesetIpNetwork {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallRulesetIpNetwork(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRulesetIpNetwork(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRulesetIpNetwork(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulesetRulesetSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallRulesetRulesetSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRulesetRulesetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRulesetRulesetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFirewallSystemRuleSetId {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallSystemRuleSetId(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallSystemRuleSetId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallSystemRuleSetId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFirewallSystemServiceName {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFirewallSystemServiceName(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallSystemServiceName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallSystemServiceName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostFlagInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFlagInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFlagInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFlagInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostForceMountedInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostForceMountedInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostForceMountedInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostForceMountedInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFru {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFru(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFru(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFru(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostFruFruType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostFruFruType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFruFruType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFruFruType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostGatewaySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostGatewaySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGatewaySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGatewaySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNvmeTransportParametersNvmeAddressFamily(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -6,440 +6,800 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xedd11b), x::Name(0xea3c09), 0, 0), // HostGetShortNameFailedEvent: HostEvent
-        x::TypeEntry::request(x::Name(0xeded2b), 0, 2), // HostGetVFlashModuleDefaultConfigRequestType
-        x::TypeEntry::structure(x::Name(0xee1912), x::Name(0xbb9c0b), 2, 3), // HostGraphicsConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xee2c1c), x::Name(0xbb9c0b), 5, 3), // HostGraphicsConfigDeviceType: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xee491e), 0, 2), // HostGraphicsConfigGraphicsType
-        x::TypeEntry::enumeration(x::Name(0xee6830), 2, 2), // HostGraphicsConfigSharedPassthruAssignmentPolicy
-        x::TypeEntry::enumeration(x::Name(0xee991a), 4, 2), // HostGraphicsConfigVgpuMode
-        x::TypeEntry::structure(x::Name(0xeeb410), x::Name(0xbb9c0b), 8, 7), // HostGraphicsInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xeec51c), 6, 4), // HostGraphicsInfoGraphicsType
-        x::TypeEntry::enumeration(x::Name(0xeee218), 10, 4), // HostGraphicsInfoVgpuMode
-        x::TypeEntry::structure(x::Name(0xeefb17), x::Name(0xbb9c0b), 15, 2), // HostHardwareElementInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xef1319), 14, 4), // HostHardwareElementStatus
-        x::TypeEntry::structure(x::Name(0xef2d10), x::Name(0xbb9c0b), 17, 18), // HostHardwareInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xef3e16), x::Name(0xbb9c0b), 35, 4), // HostHardwareStatusInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xef5513), x::Name(0xbb9c0b), 39, 13), // HostHardwareSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xef6917), x::Name(0x1d94808), 52, 3), // HostHasComponentFailure: VimFault
-        x::TypeEntry::enumeration(x::Name(0xef8128), 18, 1), // HostHasComponentFailureHostComponentType
-        x::TypeEntry::structure(x::Name(0xefaa11), x::Name(0xbb9c0b), 55, 0), // HostHbaCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xefbc12), x::Name(0xbb9c0b), 55, 10), // HostHostBusAdapter: DynamicData
-        x::TypeEntry::structure(x::Name(0xefcf1b), x::Name(0xbb9c0b), 65, 3), // HostHyperThreadScheduleInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xefeb18), 19, 4), // HostImageAcceptanceLevel
-        x::TypeEntry::request(x::Name(0xf00427), 68, 1), // HostImageConfigGetAcceptanceRequestType
-        x::TypeEntry::request(x::Name(0xf02c24), 69, 1), // HostImageConfigGetProfileRequestType
-        x::TypeEntry::structure(x::Name(0xf05117), x::Name(0xbb9c0b), 70, 2), // HostImageProfileSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xf06914), x::Name(0xea3c09), 72, 0), // HostInAuditModeEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf07e0c), x::Name(0xe1b90f), 72, 0), // HostInDomain: HostConfigFault
-        x::TypeEntry::structure(x::Name(0xf08b21), x::Name(0x2153a15), 72, 2), // HostIncompatibleForFaultTolerance: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0xf0ad27), 23, 2), // HostIncompatibleForFaultToleranceReason
-        x::TypeEntry::structure(x::Name(0xf0d51f), x::Name(0x1d94808), 74, 2), // HostIncompatibleForRecordReplay: VimFault
-        x::TypeEntry::enumeration(x::Name(0xf0f525), 25, 2), // HostIncompatibleForRecordReplayReason
-        x::TypeEntry::request(x::Name(0xf11b1a), 76, 3), // HostInflateDiskRequestType
-        x::TypeEntry::structure(x::Name(0xf14a13), x::Name(0xefbc12), 79, 19), // HostInternetScsiHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xf15e2d), x::Name(0xbb9c0b), 98, 7), // HostInternetScsiHbaAuthenticationCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xf18c2b), x::Name(0xbb9c0b), 105, 9), // HostInternetScsiHbaAuthenticationProperties: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf1b829), 27, 4), // HostInternetScsiHbaChapAuthenticationType
-        x::TypeEntry::structure(x::Name(0xf1e225), x::Name(0xbb9c0b), 114, 4), // HostInternetScsiHbaDigestCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xf20823), x::Name(0xbb9c0b), 118, 4), // HostInternetScsiHbaDigestProperties: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf22c1d), 31, 4), // HostInternetScsiHbaDigestType
-        x::TypeEntry::structure(x::Name(0xf24a28), x::Name(0xbb9c0b), 122, 4), // HostInternetScsiHbaDiscoveryCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xf27326), x::Name(0xbb9c0b), 126, 8), // HostInternetScsiHbaDiscoveryProperties: DynamicData
-        x::TypeEntry::structure(x::Name(0xf29a21), x::Name(0xbb9c0b), 134, 20), // HostInternetScsiHbaIPCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xf2bc1f), x::Name(0xbb9c0b), 154, 16), // HostInternetScsiHbaIPProperties: DynamicData
-        x::TypeEntry::structure(x::Name(0xf2dc21), x::Name(0xbb9c0b), 170, 5), // HostInternetScsiHbaIPv6Properties: DynamicData
-        x::TypeEntry::structure(x::Name(0xf2fe23), x::Name(0xbb9c0b), 175, 4), // HostInternetScsiHbaIscsiIpv6Address: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf3223b), 35, 4), // HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType
-        x::TypeEntry::enumeration(x::Name(0xf35e37), 39, 2), // HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation
-        x::TypeEntry::enumeration(x::Name(0xf3962c), 41, 3), // HostInternetScsiHbaNetworkBindingSupportType
-        x::TypeEntry::structure(x::Name(0xf3c31d), x::Name(0x156630b), 179, 1), // HostInternetScsiHbaParamValue: OptionValue
-        x::TypeEntry::structure(x::Name(0xf3e11d), x::Name(0xbb9c0b), 180, 7), // HostInternetScsiHbaSendTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0xf3ff1f), x::Name(0xbb9c0b), 187, 9), // HostInternetScsiHbaStaticTarget: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf41f34), 44, 5), // HostInternetScsiHbaStaticTargetTargetDiscoveryMethod
-        x::TypeEntry::structure(x::Name(0xf4541c), x::Name(0xbb9c0b), 196, 2), // HostInternetScsiHbaTargetSet: DynamicData
-        x::TypeEntry::structure(x::Name(0xf4711f), x::Name(0x1172c13), 198, 3), // HostInternetScsiTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xf49111), x::Name(0x1508f11), 201, 1), // HostInventoryFull: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0xf4a316), x::Name(0x137ff0c), 202, 1), // HostInventoryFullEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0xf4ba1c), x::Name(0xc19905), 203, 0), // HostInventoryUnreadableEvent: Event
-        x::TypeEntry::structure(x::Name(0xf4d710), x::Name(0x130b50c), 203, 1), // HostIoFilterInfo: IoFilterInfo
-        x::TypeEntry::structure(x::Name(0xf4e812), x::Name(0xea3c09), 204, 2), // HostIpChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf4fb0c), x::Name(0xbb9c0b), 206, 4), // HostIpConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf50817), x::Name(0xbb9c0b), 210, 6), // HostIpConfigIpV6Address: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf52021), 49, 5), // HostIpConfigIpV6AddressConfigType
-        x::TypeEntry::structure(x::Name(0xf54224), x::Name(0xbb9c0b), 216, 3), // HostIpConfigIpV6AddressConfiguration: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf5671d), 54, 7), // HostIpConfigIpV6AddressStatus
-        x::TypeEntry::structure(x::Name(0xf58517), x::Name(0xea3c09), 219, 2), // HostIpInconsistentEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf59d11), x::Name(0xbb9c0b), 221, 4), // HostIpRouteConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf5af15), x::Name(0xf59d11), 225, 2), // HostIpRouteConfigSpec: HostIpRouteConfig
-        x::TypeEntry::structure(x::Name(0xf5c510), x::Name(0xbb9c0b), 227, 4), // HostIpRouteEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1022a15), 0, 6), // HostNvmeTransportType
+        x::TypeEntry::structure(x::Name(0x1024015), x::Name(0xbb9c0b), 0, 6), // HostOpaqueNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1025610), x::Name(0xbb9c0b), 6, 8), // HostOpaqueSwitch: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1026721), 6, 4), // HostOpaqueSwitchOpaqueSwitchState
+        x::TypeEntry::structure(x::Name(0x102891f), x::Name(0xbb9c0b), 14, 2), // HostOpaqueSwitchPhysicalNicZone: DynamicData
+        x::TypeEntry::structure(x::Name(0x102a916), x::Name(0x73cd19), 16, 0), // HostOvercommittedEvent: ClusterOvercommittedEvent
+        x::TypeEntry::structure(x::Name(0x102c00e), x::Name(0xebd814), 16, 2), // HostPMemVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x102cf13), x::Name(0xefbc12), 18, 0), // HostParallelScsiHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x102e31f), x::Name(0x1172c13), 18, 0), // HostParallelScsiTargetTransport: HostTargetTransport
+        x::TypeEntry::enumeration(x::Name(0x103031c), 10, 3), // HostPartialMaintenanceModeId
+        x::TypeEntry::structure(x::Name(0x1032025), x::Name(0xbb9c0b), 18, 2), // HostPartialMaintenanceModeRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1034620), 13, 4), // HostPartialMaintenanceModeStatus
+        x::TypeEntry::enumeration(x::Name(0x103671c), 17, 2), // HostPatchManagerInstallState
+        x::TypeEntry::enumeration(x::Name(0x103841f), 19, 7), // HostPatchManagerIntegrityStatus
+        x::TypeEntry::structure(x::Name(0x103a417), x::Name(0xbb9c0b), 20, 2), // HostPatchManagerLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x103bc29), x::Name(0xbb9c0b), 22, 5), // HostPatchManagerPatchManagerOperationSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x103e616), 26, 6), // HostPatchManagerReason
+        x::TypeEntry::structure(x::Name(0x103fd16), x::Name(0xbb9c0b), 27, 3), // HostPatchManagerResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1041416), x::Name(0xbb9c0b), 30, 11), // HostPatchManagerStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x1042b27), x::Name(0xbb9c0b), 41, 2), // HostPatchManagerStatusPrerequisitePatch: DynamicData
+        x::TypeEntry::structure(x::Name(0x104531d), x::Name(0xbb9c0b), 43, 1), // HostPathSelectionPolicyOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x104710d), x::Name(0xbb9c0b), 44, 16), // HostPciDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1047f1b), x::Name(0xbb9c0b), 60, 4), // HostPciDeviceDirectPathInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1049b15), x::Name(0xbb9c0b), 64, 4), // HostPciPassthruConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x104b113), x::Name(0xbb9c0b), 68, 7), // HostPciPassthruInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x104c527), 32, 7), // HostPciPassthruInfoDirectPathDeviceMode
+        x::TypeEntry::structure(x::Name(0x104ed22), x::Name(0xbb9c0b), 75, 3), // HostPciPassthruInfoDirectPathState: DynamicData
+        x::TypeEntry::structure(x::Name(0x105100b), x::Name(0xefbc12), 78, 0), // HostPcieHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x1051c17), x::Name(0x1172c13), 78, 0), // HostPcieTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0x1053418), x::Name(0xbb9c0b), 78, 2), // HostPersistentMemoryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1054d1e), x::Name(0xbb9c0b), 80, 3), // HostPlacedVirtualNicIdentifier: DynamicData
+        x::TypeEntry::structure(x::Name(0x1056c15), x::Name(0xbb9c0b), 83, 5), // HostPlugStoreTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x105821c), x::Name(0xbb9c0b), 88, 3), // HostPlugStoreTopologyAdapter: DynamicData
+        x::TypeEntry::structure(x::Name(0x1059f1b), x::Name(0xbb9c0b), 91, 3), // HostPlugStoreTopologyDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x105bb19), x::Name(0xbb9c0b), 94, 8), // HostPlugStoreTopologyPath: DynamicData
+        x::TypeEntry::structure(x::Name(0x105d51b), x::Name(0xbb9c0b), 102, 4), // HostPlugStoreTopologyPlugin: DynamicData
+        x::TypeEntry::structure(x::Name(0x105f11b), x::Name(0xbb9c0b), 106, 2), // HostPlugStoreTopologyTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0x1060d1b), x::Name(0xbb9c0b), 108, 4), // HostPnicNetworkResourceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x106290d), x::Name(0xbb9c0b), 112, 5), // HostPortGroup: DynamicData
+        x::TypeEntry::structure(x::Name(0x1063713), x::Name(0xbb9c0b), 117, 2), // HostPortGroupConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1064b11), x::Name(0xbb9c0b), 119, 3), // HostPortGroupPort: DynamicData
+        x::TypeEntry::structure(x::Name(0x1065d14), x::Name(0x166d210), 122, 1), // HostPortGroupProfile: PortGroupProfile
+        x::TypeEntry::structure(x::Name(0x1067211), x::Name(0xbb9c0b), 123, 4), // HostPortGroupSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1068414), x::Name(0xdb2a0f), 127, 2), // HostPosixAccountSpec: HostAccountSpec
+        x::TypeEntry::structure(x::Name(0x1069911), x::Name(0x1d94808), 129, 0), // HostPowerOpFailed: VimFault
+        x::TypeEntry::enumeration(x::Name(0x106ab16), 39, 2), // HostPowerOperationType
+        x::TypeEntry::structure(x::Name(0x106c20f), x::Name(0xbb9c0b), 129, 4), // HostPowerPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x106de21), x::Name(0xe4580c), 133, 1), // HostPrimaryAgentNotShortNameEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0x1070017), x::Name(0xea3c09), 134, 1), // HostProfileAppliedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x107181d), x::Name(0x1074c15), 135, 7), // HostProfileCompleteConfigSpec: HostProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0x1073615), x::Name(0x1698411), 142, 6), // HostProfileConfigInfo: ProfileConfigInfo
+        x::TypeEntry::structure(x::Name(0x1074c15), x::Name(0x1699611), 148, 0), // HostProfileConfigSpec: ProfileCreateSpec
+        x::TypeEntry::structure(x::Name(0x107621e), x::Name(0x1074c15), 148, 2), // HostProfileHostBasedConfigSpec: HostProfileConfigSpec
+        x::TypeEntry::enumeration(x::Name(0x1078122), 41, 3), // HostProfileManagerAnswerFileStatus
+        x::TypeEntry::structure(x::Name(0x107a423), x::Name(0xbb9c0b), 150, 2), // HostProfileManagerCompositionResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x107c830), x::Name(0xbb9c0b), 152, 3), // HostProfileManagerCompositionResultResultElement: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x107f936), 44, 2), // HostProfileManagerCompositionResultResultElementStatus
+        x::TypeEntry::structure(x::Name(0x108302d), x::Name(0xbb9c0b), 155, 2), // HostProfileManagerCompositionValidationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1085e3a), x::Name(0xbb9c0b), 157, 10), // HostProfileManagerCompositionValidationResultResultElement: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1089940), 46, 2), // HostProfileManagerCompositionValidationResultResultElementStatus
+        x::TypeEntry::structure(x::Name(0x108da20), x::Name(0xbb9c0b), 167, 3), // HostProfileManagerConfigTaskList: DynamicData
+        x::TypeEntry::structure(x::Name(0x108fb25), x::Name(0xbb9c0b), 170, 2), // HostProfileManagerHostToConfigSpecMap: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1092125), 48, 2), // HostProfileManagerTaskListRequirement
+        x::TypeEntry::request(x::Name(0x109472a), 172, 1), // HostProfileResetValidationStateRequestType
+        x::TypeEntry::structure(x::Name(0x1097224), x::Name(0x16c581b), 173, 2), // HostProfileSerializedHostProfileSpec: ProfileSerializedCreateSpec
+        x::TypeEntry::structure(x::Name(0x1099720), x::Name(0xbb9c0b), 175, 7), // HostProfileValidationFailureInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x109b82a), 50, 4), // HostProfileValidationFailureInfoUpdateType
+        x::TypeEntry::enumeration(x::Name(0x109e31a), 54, 3), // HostProfileValidationState
+        x::TypeEntry::structure(x::Name(0x109fe20), x::Name(0xbb9c0b), 182, 0), // HostProfilesEntityCustomizations: DynamicData
+        x::TypeEntry::structure(x::Name(0x10a1f14), x::Name(0xbb9c0b), 182, 13), // HostProtocolEndpoint: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10a341a), 57, 2), // HostProtocolEndpointPEType
+        x::TypeEntry::enumeration(x::Name(0x10a4f28), 59, 3), // HostProtocolEndpointProtocolEndpointType
+        x::TypeEntry::structure(x::Name(0x10a780f), x::Name(0xbb9c0b), 195, 25), // HostProxySwitch: DynamicData
+        x::TypeEntry::structure(x::Name(0x10a8815), x::Name(0xbb9c0b), 220, 3), // HostProxySwitchConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x10a9e16), x::Name(0xbb9c0b), 223, 5), // HostProxySwitchEnsInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ab51c), x::Name(0xbb9c0b), 228, 3), // HostProxySwitchHostLagConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ad213), x::Name(0xbb9c0b), 231, 1), // HostProxySwitchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ae60d), x::Name(0xbb9c0b), 232, 2), // HostPtpConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10af417), 62, 3), // HostPtpConfigDeviceType
+        x::TypeEntry::structure(x::Name(0x10b0c14), x::Name(0xbb9c0b), 234, 4), // HostPtpConfigPtpPort: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b2111), x::Name(0xbb9c0b), 238, 2), // HostQualifiedName: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10b3315), 65, 2), // HostQualifiedNameType
+        x::TypeEntry::request(x::Name(0x10b4923), 240, 2), // HostQueryVirtualDiskUuidRequestType
+        x::TypeEntry::structure(x::Name(0x10b6d0e), x::Name(0xbb9c0b), 242, 7), // HostRdmaDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b7c15), x::Name(0xbb9c0b), 249, 0), // HostRdmaDeviceBacking: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b9218), x::Name(0xbb9c0b), 249, 3), // HostRdmaDeviceCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x10bab1c), x::Name(0xbb9c0b), 252, 3), // HostRdmaDeviceConnectionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10bc81d), 67, 6), // HostRdmaDeviceConnectionState
+        x::TypeEntry::structure(x::Name(0x10be619), x::Name(0x10b7c15), 255, 1), // HostRdmaDevicePnicBacking: HostRdmaDeviceBacking
+        x::TypeEntry::structure(x::Name(0x10c000b), x::Name(0xefbc12), 256, 1), // HostRdmaHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x10c0c17), x::Name(0x1172c13), 257, 0), // HostRdmaTargetTransport: HostTargetTransport
+        x::TypeEntry::request(x::Name(0x10c242a), 257, 3), // HostReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0x10c4f1b), x::Name(0xea3c09), 260, 0), // HostReconnectionFailedEvent: HostEvent
+        x::TypeEntry::request(x::Name(0x10c6b1b), 260, 5), // HostRegisterDiskRequestType
+        x::TypeEntry::structure(x::Name(0x10c8716), x::Name(0xbb9c0b), 265, 1), // HostReliableMemoryInfo: DynamicData
+        x::TypeEntry::request(x::Name(0x10c9e25), 266, 5), // HostRelocateVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x10cc423), 271, 1), // HostRemoveVFlashResourceRequestType
+        x::TypeEntry::structure(x::Name(0x10ce810), x::Name(0xea3c09), 272, 0), // HostRemovedEvent: HostEvent
+        x::TypeEntry::request(x::Name(0x10cf923), 272, 4), // HostRenameVStorageObjectRequestType
+        x::TypeEntry::enumeration(x::Name(0x10d1d1b), 73, 6), // HostReplayUnsupportedReason
+        x::TypeEntry::structure(x::Name(0x10d391b), x::Name(0xbb9c0b), 276, 2), // HostResignatureRescanResult: DynamicData
+        x::TypeEntry::request(x::Name(0x10d5539), 278, 2), // HostRetrieveVStorageInfrastructureObjectPolicyRequestType
+        x::TypeEntry::request(x::Name(0x10d8f2d), 280, 5), // HostRetrieveVStorageObjectMetadataRequestType
+        x::TypeEntry::request(x::Name(0x10dbd32), 285, 5), // HostRetrieveVStorageObjectMetadataValueRequestType
+        x::TypeEntry::request(x::Name(0x10df025), 290, 4), // HostRetrieveVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x10e162a), 294, 3), // HostRetrieveVStorageObjectStateRequestType
+        x::TypeEntry::structure(x::Name(0x10e410f), x::Name(0xbb9c0b), 297, 19), // HostRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10e512a), x::Name(0xbb9c0b), 316, 5), // HostRuntimeInfoNetStackInstanceRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10e7c2f), 79, 4), // HostRuntimeInfoNetStackInstanceRuntimeInfoState
+        x::TypeEntry::structure(x::Name(0x10eac21), x::Name(0xbb9c0b), 321, 2), // HostRuntimeInfoNetworkRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ece22), x::Name(0xbb9c0b), 323, 3), // HostRuntimeInfoStateEncryptionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10ef130), 83, 2), // HostRuntimeInfoStateEncryptionInfoProtectionMode
+        x::TypeEntry::enumeration(x::Name(0x10f222a), 85, 3), // HostRuntimeInfoStatelessNvdsMigrationState
+        x::TypeEntry::request(x::Name(0x10f4d32), 326, 3), // HostScheduleReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0x10f800c), x::Name(0x19e5a07), 329, 9), // HostScsiDisk: ScsiLun
+        x::TypeEntry::structure(x::Name(0x10f8d15), x::Name(0xbb9c0b), 338, 2), // HostScsiDiskPartition: DynamicData
+        x::TypeEntry::structure(x::Name(0x10fa310), x::Name(0xbb9c0b), 340, 1), // HostScsiTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x10fb419), x::Name(0xbb9c0b), 341, 3), // HostScsiTopologyInterface: DynamicData
+        x::TypeEntry::structure(x::Name(0x10fce13), x::Name(0xbb9c0b), 344, 3), // HostScsiTopologyLun: DynamicData
+        x::TypeEntry::structure(x::Name(0x10fe216), x::Name(0xbb9c0b), 347, 4), // HostScsiTopologyTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ff910), x::Name(0xbb9c0b), 351, 3), // HostSecuritySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1100a15), x::Name(0xefbc12), 354, 1), // HostSerialAttachedHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x1102021), x::Name(0x1172c13), 355, 0), // HostSerialAttachedTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0x110420b), x::Name(0xbb9c0b), 355, 8), // HostService: DynamicData
+        x::TypeEntry::structure(x::Name(0x1104e11), x::Name(0xbb9c0b), 363, 2), // HostServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x110600f), x::Name(0xbb9c0b), 365, 1), // HostServiceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1107011), 88, 3), // HostServicePolicy
+        x::TypeEntry::structure(x::Name(0x1108218), x::Name(0xbb9c0b), 366, 2), // HostServiceSourcePackage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1109b11), x::Name(0xbb9c0b), 368, 7), // HostServiceTicket: DynamicData
+        x::TypeEntry::request(x::Name(0x110ad2c), 375, 4), // HostSetVStorageObjectControlFlagsRequestType
+        x::TypeEntry::request(x::Name(0x110da21), 379, 3), // HostSetVirtualDiskUuidRequestType
+        x::TypeEntry::structure(x::Name(0x110fc0b), x::Name(0xbb9c0b), 382, 4), // HostSevInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1110813), 91, 4), // HostSevInfoSevState
+        x::TypeEntry::structure(x::Name(0x1111c0b), x::Name(0xbb9c0b), 386, 5), // HostSgxInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1112813), 95, 3), // HostSgxInfoFlcModes
     ],
     decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
-        x::FieldEntry::required(x::Name(0x29c7e17), x::Name(0x3344606)), // hostDefaultGraphicsType: string
-        x::FieldEntry::required(x::Name(0x321de1e), x::Name(0x3344606)), // sharedPassthruAssignmentPolicy: string
-        x::FieldEntry::repeated(x::Name(0x26ade0a), x::Name(0xee2c1c)), // deviceType: HostGraphicsConfigDeviceType
-        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
-        x::FieldEntry::required(x::Name(0x292be0c), x::Name(0x3344606)), // graphicsType: string
-        x::FieldEntry::optional(x::Name(0x3566808), x::Name(0x3344606)), // vgpuMode: string
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x2f26405), x::Name(0x3344606)), // pciId: string
-        x::FieldEntry::required(x::Name(0x292be0c), x::Name(0x3344606)), // graphicsType: string
-        x::FieldEntry::optional(x::Name(0x3566808), x::Name(0x3344606)), // vgpuMode: string
-        x::FieldEntry::required(x::Name(0x2c8a20e), x::Name(0x2be5304)), // memorySizeInKB: long
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0xbdad12)), // status: ElementDescription
-        x::FieldEntry::required(x::Name(0x33c5d0a), x::Name(0x115a70e)), // systemInfo: HostSystemInfo
-        x::FieldEntry::optional(x::Name(0x256be16), x::Name(0xe3081a)), // cpuPowerManagementInfo: HostCpuPowerManagementInfo
-        x::FieldEntry::required(x::Name(0x2565d07), x::Name(0xe2d80b)), // cpuInfo: HostCpuInfo
-        x::FieldEntry::repeated(x::Name(0x256b706), x::Name(0xe2e40e)), // cpuPkg: HostCpuPackage
-        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
-        x::FieldEntry::optional(x::Name(0x2e40808), x::Name(0xffec0c)), // numaInfo: HostNumaInfo
-        x::FieldEntry::optional(x::Name(0x3253e0a), x::Name(0x2405e07)), // smcPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x2f25a09), x::Name(0x104710d)), // pciDevice: HostPciDevice
-        x::FieldEntry::repeated(x::Name(0x277fe0a), x::Name(0xe9d70c)), // dvxClasses: HostDvxClass
-        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
-        x::FieldEntry::optional(x::Name(0x23f6908), x::Name(0xdd120c)), // biosInfo: HostBIOSInfo
-        x::FieldEntry::optional(x::Name(0x30c0512), x::Name(0x10c8716)), // reliableMemoryInfo: HostReliableMemoryInfo
-        x::FieldEntry::optional(x::Name(0x2f5ba14), x::Name(0x1053418)), // persistentMemoryInfo: HostPersistentMemoryInfo
-        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1111c0b)), // sgxInfo: HostSgxInfo
-        x::FieldEntry::optional(x::Name(0x320ab07), x::Name(0x110fc0b)), // sevInfo: HostSevInfo
-        x::FieldEntry::optional(x::Name(0x2c93911), x::Name(0x3344606)), // memoryTieringType: string
-        x::FieldEntry::repeated(x::Name(0x2c90b0e), x::Name(0xfa7312)), // memoryTierInfo: HostMemoryTierInfo
-        x::FieldEntry::optional(x::Name(0x33f2507), x::Name(0x117770b)), // tdxInfo: HostTdxInfo
-        x::FieldEntry::repeated(x::Name(0x2c8ef10), x::Name(0xeefb17)), // memoryStatusInfo: HostHardwareElementInfo
-        x::FieldEntry::repeated(x::Name(0x257030d), x::Name(0xeefb17)), // cpuStatusInfo: HostHardwareElementInfo
-        x::FieldEntry::repeated(x::Name(0x3338811), x::Name(0x113f416)), // storageStatusInfo: HostStorageElementInfo
-        x::FieldEntry::repeated(x::Name(0x275300d), x::Name(0xb1280d)), // dpuStatusInfo: DpuStatusInfo
-        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
-        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2e85e11), x::Name(0x3344606)), // opaqueNetworkName: string
+        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::repeated(x::Name(0x2f84108), x::Name(0x3344606)), // pnicZone: string
+        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0x1557417)), // capability: OpaqueNetworkCapability
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::repeated(x::Name(0x2f84108), x::Name(0x102891f)), // pnicZone: HostOpaqueSwitchPhysicalNicZone
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x36aab04), x::Name(0x11e3a0e)), // vtep: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
         x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x2ec1914), x::Name(0x115631c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
-        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
-        x::FieldEntry::required(x::Name(0x256a308), x::Name(0x3344606)), // cpuModel: string
-        x::FieldEntry::required(x::Name(0x2569c06), x::Name(0x2a94603)), // cpuMhz: int
-        x::FieldEntry::required(x::Name(0x2de9b0a), x::Name(0x3226a05)), // numCpuPkgs: short
-        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
-        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
-        x::FieldEntry::required(x::Name(0x2e01707), x::Name(0x2a94603)), // numNics: int
-        x::FieldEntry::required(x::Name(0x2df5107), x::Name(0x2a94603)), // numHBAs: int
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x24de90d), x::Name(0x3344606)), // componentType: string
-        x::FieldEntry::required(x::Name(0x24ddb0d), x::Name(0x3344606)), // componentName: string
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x241db03), x::Name(0x2a94603)), // bus: int
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
-        x::FieldEntry::optional(x::Name(0x2753e06), x::Name(0x3344606)), // driver: string
-        x::FieldEntry::optional(x::Name(0x2f25603), x::Name(0x3344606)), // pci: string
-        x::FieldEntry::optional(x::Name(0x333410f), x::Name(0x3344606)), // storageProtocol: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x29fac0a), x::Name(0x3344606)), // hostStatus: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::optional(x::Name(0x3035105), x::Name(0x3344606)), // proxy: string
+        x::FieldEntry::optional(x::Name(0x3035105), x::Name(0x3344606)), // proxy: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x24b6d09), x::Name(0x3344606)), // cmdOption: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::repeated(x::Name(0x3317906), x::Name(0x1041416)), // status: HostPatchManagerStatus
+        x::FieldEntry::optional(x::Name(0x3704809), x::Name(0x3344606)), // xmlResult: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x235730a), x::Name(0x2405e07)), // applicable: boolean
+        x::FieldEntry::repeated(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2a94a09), x::Name(0x3344606)), // integrity: string
+        x::FieldEntry::required(x::Name(0x2a87d09), x::Name(0x2405e07)), // installed: boolean
+        x::FieldEntry::repeated(x::Name(0x2a8700c), x::Name(0x3344606)), // installState: string
+        x::FieldEntry::repeated(x::Name(0x2fe0611), x::Name(0x1042b27)), // prerequisitePatch: HostPatchManagerStatusPrerequisitePatch
+        x::FieldEntry::required(x::Name(0x3148b0f), x::Name(0x2405e07)), // restartRequired: boolean
+        x::FieldEntry::required(x::Name(0x3099f11), x::Name(0x2405e07)), // reconnectRequired: boolean
+        x::FieldEntry::required(x::Name(0x3609c0d), x::Name(0x2405e07)), // vmOffRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x335fe12), x::Name(0x3344606)), // supersededPatchIds: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::repeated(x::Name(0x2a8700c), x::Name(0x3344606)), // installState: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xbdad12)), // policy: ElementDescription
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2492a07), x::Name(0x3226a05)), // classId: short
+        x::FieldEntry::required(x::Name(0x241db03), x::Name(0x2420604)), // bus: byte
+        x::FieldEntry::required(x::Name(0x3241104), x::Name(0x2420604)), // slot: byte
+        x::FieldEntry::optional(x::Name(0x2f6f50c), x::Name(0x2a94603)), // physicalSlot: int
+        x::FieldEntry::optional(x::Name(0x324160f), x::Name(0x3344606)), // slotDescription: string
+        x::FieldEntry::required(x::Name(0x290ae08), x::Name(0x2420604)), // function: byte
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x3226a05)), // vendorId: short
+        x::FieldEntry::required(x::Name(0x334a20b), x::Name(0x3226a05)), // subVendorId: short
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3226a05)), // deviceId: short
+        x::FieldEntry::required(x::Name(0x334810b), x::Name(0x3226a05)), // subDeviceId: short
+        x::FieldEntry::optional(x::Name(0x2f0080c), x::Name(0x3344606)), // parentBridge: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x269710f), x::Name(0x3344606)), // deviceClassName: string
+        x::FieldEntry::optional(x::Name(0x26d1e0e), x::Name(0x1047f1b)), // directPathInfo: HostPciDeviceDirectPathInfo
+        x::FieldEntry::optional(x::Name(0x2a9f010), x::Name(0x3344606)), // interconnectType: string
+        x::FieldEntry::optional(x::Name(0x275450a), x::Name(0x3344606)), // driverName: string
         x::FieldEntry::optional(x::Name(0x275500d), x::Name(0x3344606)), // driverVersion: string
-        x::FieldEntry::optional(x::Name(0x28bd60f), x::Name(0x3344606)), // firmwareVersion: string
-        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2405e07)), // available: boolean
-        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x2405e07)), // config: boolean
+        x::FieldEntry::optional(x::Name(0x23bf80f), x::Name(0x2a94603)), // availableMemory: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2f1b00f), x::Name(0x2405e07)), // passthruEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x235af08), x::Name(0x2405e07)), // applyNow: boolean
+        x::FieldEntry::optional(x::Name(0x297710d), x::Name(0x3344606)), // hardwareLabel: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x265e20f), x::Name(0x3344606)), // dependentDevice: string
+        x::FieldEntry::required(x::Name(0x2f1b00f), x::Name(0x2405e07)), // passthruEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2f1a00f), x::Name(0x2405e07)), // passthruCapable: boolean
+        x::FieldEntry::required(x::Name(0x2f1910e), x::Name(0x2405e07)), // passthruActive: boolean
+        x::FieldEntry::optional(x::Name(0x297710d), x::Name(0x3344606)), // hardwareLabel: string
+        x::FieldEntry::optional(x::Name(0x26d5e0f), x::Name(0x104ed22)), // directPathState: HostPciPassthruInfoDirectPathState
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::repeated(x::Name(0x24f8011), x::Name(0x3344606)), // configurableModes: string
+        x::FieldEntry::optional(x::Name(0x34f020a), x::Name(0x2a94603)), // usedMemory: int
+        x::FieldEntry::optional(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
+        x::FieldEntry::optional(x::Name(0x367030a), x::Name(0x3344606)), // volumeUUID: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3665807), x::Name(0x3344606)), // vnicKey: string
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2a94603)), // reservation: int
+        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x105821c)), // adapter: HostPlugStoreTopologyAdapter
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x105bb19)), // path: HostPlugStoreTopologyPath
+        x::FieldEntry::repeated(x::Name(0x33d5206), x::Name(0x105f11b)), // target: HostPlugStoreTopologyTarget
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1059f1b)), // device: HostPlugStoreTopologyDevice
+        x::FieldEntry::repeated(x::Name(0x2f7a806), x::Name(0x105d51b)), // plugin: HostPlugStoreTopologyPlugin
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x246d30d), x::Name(0x2a94603)), // channelNumber: int
+        x::FieldEntry::optional(x::Name(0x33e7a0c), x::Name(0x2a94603)), // targetNumber: int
+        x::FieldEntry::optional(x::Name(0x2befe09), x::Name(0x2a94603)), // lunNumber: int
+        x::FieldEntry::optional(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x3344606)), // target: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::repeated(x::Name(0x2491e0b), x::Name(0x3344606)), // claimedPath: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
+        x::FieldEntry::required(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::optional(x::Name(0x23b991e), x::Name(0x2be5304)), // availableBandwidthForVMTraffic: long
+        x::FieldEntry::optional(x::Name(0x34b7a1b), x::Name(0x2be5304)), // unusedBandwidthForVMTraffic: long
+        x::FieldEntry::repeated(x::Name(0x2f73211), x::Name(0x1054d1e)), // placedVirtualNics: HostPlacedVirtualNicIdentifier
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x1064b11)), // port: HostPortGroupPort
+        x::FieldEntry::optional(x::Name(0x36a8007), x::Name(0x3344606)), // vswitch: string
+        x::FieldEntry::required(x::Name(0x24e890e), x::Name(0xfe5811)), // computedPolicy: HostNetworkPolicy
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1067211)), // spec: HostPortGroupSpec
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x1067211)), // spec: HostPortGroupSpec
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2adc808), x::Name(0x1311c10)), // ipConfig: IpAddressProfile
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x36a9f0b), x::Name(0x3344606)), // vswitchName: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfe5811)), // policy: HostNetworkPolicy
+        x::FieldEntry::optional(x::Name(0x2fae707), x::Name(0x2a94603)), // posixId: int
+        x::FieldEntry::optional(x::Name(0x3225e0b), x::Name(0x2405e07)), // shellAccess: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2feae0c), x::Name(0x3344606)), // primaryAgent: string
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
+        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x25b4c13), x::Name(0x77fc11)), // customComplyProfile: ComplianceProfile
+        x::FieldEntry::required(x::Name(0x26ea31d), x::Name(0x2405e07)), // disabledExpressionListChanged: boolean
+        x::FieldEntry::repeated(x::Name(0x26e8c16), x::Name(0x3344606)), // disabledExpressionList: string
+        x::FieldEntry::optional(x::Name(0x354430d), x::Name(0x13ff016)), // validatorHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x354140a), x::Name(0x2405e07)), // validating: boolean
+        x::FieldEntry::optional(x::Name(0x29c050a), x::Name(0x1073615)), // hostConfig: HostProfileConfigInfo
+        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2628f14), x::Name(0x77fc11)), // defaultComplyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x2627a14), x::Name(0x77ea11)), // defaultComplyLocator: ComplianceLocator
+        x::FieldEntry::optional(x::Name(0x25b4c13), x::Name(0x77fc11)), // customComplyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x26e8c16), x::Name(0x3344606)), // disabledExpressionList: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x169e112)), // description: ProfileDescription
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x34e8e14), x::Name(0x2405e07)), // useHostProfileEngine: boolean
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x314c607), x::Name(0x107c830)), // results: HostProfileManagerCompositionResultResultElement
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x314c607), x::Name(0x1085e3a)), // results: HostProfileManagerCompositionValidationResultResultElement
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x3287f17), x::Name(0xdc2c10)), // sourceDiffForToBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x33dd717), x::Name(0xdc2c10)), // targetDiffForToBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3413c09), x::Name(0xdc2c10)), // toBeAdded: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341520c), x::Name(0xdc2c10)), // toBeDisabled: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3415f0b), x::Name(0xdc2c10)), // toBeEnabled: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341760e), x::Name(0xdc2c10)), // toBeReenableCC: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x33e9e0f), x::Name(0x13d2d12)), // taskDescription: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x33ec713), x::Name(0x3344606)), // taskListRequirement: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x8f614)), // configSpec: AnswerFileCreateSpec
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x354430d), x::Name(0x13ff016)), // validatorHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x354140a), x::Name(0x2405e07)), // validating: boolean
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::required(x::Name(0x34bfe0a), x::Name(0x3344606)), // updateType: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::repeated(x::Name(0x2868808), x::Name(0x16ca020)), // failures: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2f2ee06), x::Name(0x3344606)), // peType: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x29d5907), x::Name(0x13ff016)), // hostKey: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x332100c), x::Name(0x3344606)), // storageArray: string
+        x::FieldEntry::optional(x::Name(0x2d8fc09), x::Name(0x3344606)), // nfsServer: string
+        x::FieldEntry::optional(x::Name(0x2d8c206), x::Name(0x3344606)), // nfsDir: string
+        x::FieldEntry::optional(x::Name(0x2d9270e), x::Name(0x3344606)), // nfsServerScope: string
+        x::FieldEntry::optional(x::Name(0x2d9180e), x::Name(0x3344606)), // nfsServerMajor: string
+        x::FieldEntry::optional(x::Name(0x2d90611), x::Name(0x3344606)), // nfsServerAuthType: string
+        x::FieldEntry::optional(x::Name(0x2d9360d), x::Name(0x3344606)), // nfsServerUser: string
+        x::FieldEntry::optional(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
+        x::FieldEntry::optional(x::Name(0x34edc18), x::Name(0x2405e07)), // usedByStretchedContainer: boolean
+        x::FieldEntry::required(x::Name(0x277c207), x::Name(0x3344606)), // dvsUuid: string
+        x::FieldEntry::required(x::Name(0x2776d07), x::Name(0x3344606)), // dvsName: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x2a94603)), // numPorts: int
+        x::FieldEntry::optional(x::Name(0x24f0d0e), x::Name(0x2a94603)), // configNumPorts: int
+        x::FieldEntry::required(x::Name(0x2e0c611), x::Name(0x2a94603)), // numPortsAvailable: int
+        x::FieldEntry::repeated(x::Name(0x34c760a), x::Name(0x134dd08)), // uplinkPort: KeyValue
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x10ad213)), // spec: HostProxySwitchSpec
+        x::FieldEntry::repeated(x::Name(0x29d6107), x::Name(0x10ab51c)), // hostLag: HostProxySwitchHostLagConfig
+        x::FieldEntry::optional(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ddb00b), x::Name(0x2405e07)), // nsxtEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x27e140a), x::Name(0x2405e07)), // ensEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x27e2713), x::Name(0x2405e07)), // ensInterruptEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x345610e), x::Name(0xac9433)), // transportZones: DistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::FieldEntry::repeated(x::Name(0x2dd9e11), x::Name(0x3344606)), // nsxUsedUplinkPort: string
+        x::FieldEntry::optional(x::Name(0x2ddbc0a), x::Name(0x3344606)), // nsxtStatus: string
+        x::FieldEntry::optional(x::Name(0x2ddc710), x::Name(0x3344606)), // nsxtStatusDetail: string
+        x::FieldEntry::optional(x::Name(0x27e1f07), x::Name(0x10a9e16)), // ensInfo: HostProxySwitchEnsInfo
+        x::FieldEntry::optional(x::Name(0x2d54b18), x::Name(0x2405e07)), // networkOffloadingEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2a0130f), x::Name(0xaba331)), // hostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
+        x::FieldEntry::optional(x::Name(0x23a9a0f), x::Name(0x2405e07)), // autoDeployOwned: boolean
+        x::FieldEntry::optional(x::Name(0x29ebb17), x::Name(0xab2939)), // hostPerfNicOffloadState: DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
+        x::FieldEntry::optional(x::Name(0x33fc20b), x::Name(0x2405e07)), // teplessMode: boolean
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x10ad213)), // spec: HostProxySwitchSpec
+        x::FieldEntry::required(x::Name(0x2e9630a), x::Name(0x2be5304)), // opsVersion: long
+        x::FieldEntry::required(x::Name(0x2e07208), x::Name(0x2be5304)), // numPSOps: long
+        x::FieldEntry::required(x::Name(0x2dfac0b), x::Name(0x2be5304)), // numLcoreOps: long
+        x::FieldEntry::required(x::Name(0x280500b), x::Name(0x2be5304)), // errorStatus: long
+        x::FieldEntry::required(x::Name(0x2b8560b), x::Name(0x2be5304)), // lcoreStatus: long
+        x::FieldEntry::required(x::Name(0x2b6c306), x::Name(0x3344606)), // lagKey: string
+        x::FieldEntry::optional(x::Name(0x2b6ca07), x::Name(0x3344606)), // lagName: string
+        x::FieldEntry::repeated(x::Name(0x34c760a), x::Name(0x134dd08)), // uplinkPort: KeyValue
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0xaa7029)), // backing: DistributedVirtualSwitchHostMemberBacking
+        x::FieldEntry::optional(x::Name(0x2740d06), x::Name(0x2a94603)), // domain: int
+        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x10b0c14)), // port: HostPtpConfigPtpPort
+        x::FieldEntry::required(x::Name(0x2a6a005), x::Name(0x2a94603)), // index: int
+        x::FieldEntry::optional(x::Name(0x26ade0a), x::Name(0x3344606)), // deviceType: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0xf4fb0c)), // ipConfig: HostIpConfig
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x2753e06), x::Name(0x3344606)), // driver: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x10b7c15)), // backing: HostRdmaDeviceBacking
+        x::FieldEntry::required(x::Name(0x251e70e), x::Name(0x10bab1c)), // connectionInfo: HostRdmaDeviceConnectionInfo
+        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x10b9218)), // capability: HostRdmaDeviceCapability
+        x::FieldEntry::required(x::Name(0x316400d), x::Name(0x2405e07)), // roceV1Capable: boolean
+        x::FieldEntry::required(x::Name(0x3164e0d), x::Name(0x2405e07)), // roceV2Capable: boolean
+        x::FieldEntry::required(x::Name(0x2a2d70c), x::Name(0x2405e07)), // iWarpCapable: boolean
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::required(x::Name(0x32b7c0b), x::Name(0x2a94603)), // speedInMbps: int
+        x::FieldEntry::required(x::Name(0x2ef870c), x::Name(0x3344606)), // pairedUplink: string
+        x::FieldEntry::optional(x::Name(0x2383514), x::Name(0x3344606)), // associatedRdmaDevice: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x262330d), x::Name(0x2405e07)), // deepCleansing: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2cd8d12), x::Name(0x2405e07)), // modifyControlFlags: boolean
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
         x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b3490f), x::Name(0x2405e07)), // isSoftwareBased: boolean
-        x::FieldEntry::optional(x::Name(0x2434b0d), x::Name(0x2405e07)), // canBeDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d48115), x::Name(0xf3962c)), // networkBindingSupport: HostInternetScsiHbaNetworkBindingSupportType
-        x::FieldEntry::required(x::Name(0x26f7f15), x::Name(0xf24a28)), // discoveryCapabilities: HostInternetScsiHbaDiscoveryCapabilities
-        x::FieldEntry::required(x::Name(0x26fa513), x::Name(0xf27326)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
-        x::FieldEntry::required(x::Name(0x239491a), x::Name(0xf15e2d)), // authenticationCapabilities: HostInternetScsiHbaAuthenticationCapabilities
-        x::FieldEntry::required(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x26bc712), x::Name(0xf1e225)), // digestCapabilities: HostInternetScsiHbaDigestCapabilities
-        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::required(x::Name(0x2adb90e), x::Name(0xf29a21)), // ipCapabilities: HostInternetScsiHbaIPCapabilities
-        x::FieldEntry::required(x::Name(0x2ae6d0c), x::Name(0xf2bc1f)), // ipProperties: HostInternetScsiHbaIPProperties
-        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
-        x::FieldEntry::optional(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
-        x::FieldEntry::repeated(x::Name(0x2502614), x::Name(0xf3e11d)), // configuredSendTarget: HostInternetScsiHbaSendTarget
-        x::FieldEntry::repeated(x::Name(0x2503b16), x::Name(0xf3ff1f)), // configuredStaticTarget: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::optional(x::Name(0x2c4b60a), x::Name(0x2a94603)), // maxSpeedMb: int
-        x::FieldEntry::optional(x::Name(0x25b160e), x::Name(0x2a94603)), // currentSpeedMb: int
-        x::FieldEntry::required(x::Name(0x246f110), x::Name(0x2405e07)), // chapAuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x2b5f410), x::Name(0x2405e07)), // krb5AuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x32d210f), x::Name(0x2405e07)), // srpAuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x32ba310), x::Name(0x2405e07)), // spkmAuthSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2d0f312), x::Name(0x2405e07)), // mutualChapSettable: boolean
-        x::FieldEntry::optional(x::Name(0x33d6712), x::Name(0x2405e07)), // targetChapSettable: boolean
-        x::FieldEntry::optional(x::Name(0x33e4c18), x::Name(0x2405e07)), // targetMutualChapSettable: boolean
-        x::FieldEntry::required(x::Name(0x246e10f), x::Name(0x2405e07)), // chapAuthEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2473708), x::Name(0x3344606)), // chapName: string
-        x::FieldEntry::optional(x::Name(0x2476a0a), x::Name(0x3344606)), // chapSecret: string
-        x::FieldEntry::optional(x::Name(0x2470216), x::Name(0x3344606)), // chapAuthenticationType: string
-        x::FieldEntry::optional(x::Name(0x247290d), x::Name(0x2405e07)), // chapInherited: boolean
-        x::FieldEntry::optional(x::Name(0x2d0d30e), x::Name(0x3344606)), // mutualChapName: string
-        x::FieldEntry::optional(x::Name(0x2d0e210), x::Name(0x3344606)), // mutualChapSecret: string
-        x::FieldEntry::optional(x::Name(0x2d0a21c), x::Name(0x3344606)), // mutualChapAuthenticationType: string
-        x::FieldEntry::optional(x::Name(0x2d0bf13), x::Name(0x2405e07)), // mutualChapInherited: boolean
-        x::FieldEntry::optional(x::Name(0x2997414), x::Name(0x2405e07)), // headerDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x25e0412), x::Name(0x2405e07)), // dataDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x33e091a), x::Name(0x2405e07)), // targetHeaderDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x33d8d18), x::Name(0x2405e07)), // targetDataDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2998910), x::Name(0x3344606)), // headerDigestType: string
-        x::FieldEntry::optional(x::Name(0x2995e15), x::Name(0x2405e07)), // headerDigestInherited: boolean
-        x::FieldEntry::optional(x::Name(0x25e170e), x::Name(0x3344606)), // dataDigestType: string
-        x::FieldEntry::optional(x::Name(0x25df013), x::Name(0x2405e07)), // dataDigestInherited: boolean
-        x::FieldEntry::required(x::Name(0x2a2b815), x::Name(0x2405e07)), // iSnsDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x3249f14), x::Name(0x2405e07)), // slpDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x330d11d), x::Name(0x2405e07)), // staticTargetDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x31d7e1c), x::Name(0x2405e07)), // sendTargetsDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x2a28f14), x::Name(0x2405e07)), // iSnsDiscoveryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2a2a413), x::Name(0x3344606)), // iSnsDiscoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x2a2ce08), x::Name(0x3344606)), // iSnsHost: string
-        x::FieldEntry::required(x::Name(0x3247813), x::Name(0x2405e07)), // slpDiscoveryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3248c12), x::Name(0x3344606)), // slpDiscoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x324b407), x::Name(0x3344606)), // slpHost: string
-        x::FieldEntry::required(x::Name(0x330b41c), x::Name(0x2405e07)), // staticTargetDiscoveryEnabled: boolean
-        x::FieldEntry::required(x::Name(0x31d621b), x::Name(0x2405e07)), // sendTargetsDiscoveryEnabled: boolean
-        x::FieldEntry::required(x::Name(0x22f670f), x::Name(0x2405e07)), // addressSettable: boolean
-        x::FieldEntry::required(x::Name(0x2add11d), x::Name(0x2405e07)), // ipConfigurationMethodSettable: boolean
-        x::FieldEntry::required(x::Name(0x3353812), x::Name(0x2405e07)), // subnetMaskSettable: boolean
-        x::FieldEntry::required(x::Name(0x2632016), x::Name(0x2405e07)), // defaultGatewaySettable: boolean
-        x::FieldEntry::required(x::Name(0x2fed31f), x::Name(0x2405e07)), // primaryDnsServerAddressSettable: boolean
-        x::FieldEntry::required(x::Name(0x2336f21), x::Name(0x2405e07)), // alternateDnsServerAddressSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b2090d), x::Name(0x2405e07)), // ipv6Supported: boolean
-        x::FieldEntry::optional(x::Name(0x2367d13), x::Name(0x2405e07)), // arpRedirectSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2cf520b), x::Name(0x2405e07)), // mtuSettable: boolean
-        x::FieldEntry::optional(x::Name(0x29e4717), x::Name(0x2405e07)), // hostNameAsTargetAddress: boolean
-        x::FieldEntry::optional(x::Name(0x2d12111), x::Name(0x2405e07)), // nameAliasSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b02712), x::Name(0x2405e07)), // ipv4EnableSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b0cb12), x::Name(0x2405e07)), // ipv6EnableSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b17e18), x::Name(0x2405e07)), // ipv6PrefixLengthSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b16d10), x::Name(0x2a94603)), // ipv6PrefixLength: int
-        x::FieldEntry::optional(x::Name(0x2b0ad1d), x::Name(0x2405e07)), // ipv6DhcpConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b12626), x::Name(0x2405e07)), // ipv6LinkLocalAutoConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b1cd2c), x::Name(0x2405e07)), // ipv6RouterAdvertisementConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b0751a), x::Name(0x2405e07)), // ipv6DefaultGatewaySettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b14d1f), x::Name(0x2a94603)), // ipv6MaxStaticAddressesSupported: int
-        x::FieldEntry::optional(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
-        x::FieldEntry::optional(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::required(x::Name(0x26b3418), x::Name(0x2405e07)), // dhcpConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
-        x::FieldEntry::optional(x::Name(0x263110e), x::Name(0x3344606)), // defaultGateway: string
-        x::FieldEntry::optional(x::Name(0x2febb17), x::Name(0x3344606)), // primaryDnsServerAddress: string
-        x::FieldEntry::optional(x::Name(0x2335519), x::Name(0x3344606)), // alternateDnsServerAddress: string
-        x::FieldEntry::optional(x::Name(0x2b04b0b), x::Name(0x3344606)), // ipv6Address: string
-        x::FieldEntry::optional(x::Name(0x2b1fa0e), x::Name(0x3344606)), // ipv6SubnetMask: string
-        x::FieldEntry::optional(x::Name(0x2b06212), x::Name(0x3344606)), // ipv6DefaultGateway: string
-        x::FieldEntry::optional(x::Name(0x2366a12), x::Name(0x2405e07)), // arpRedirectEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
-        x::FieldEntry::optional(x::Name(0x2b4c212), x::Name(0x2405e07)), // jumboFramesEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b03a0b), x::Name(0x2405e07)), // ipv4Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b0de0b), x::Name(0x2405e07)), // ipv6Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b22c0e), x::Name(0xf2dc21)), // ipv6properties: HostInternetScsiHbaIPv6Properties
-        x::FieldEntry::repeated(x::Name(0x2b3b710), x::Name(0xf2fe23)), // iscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
-        x::FieldEntry::optional(x::Name(0x2b0901c), x::Name(0x2405e07)), // ipv6DhcpConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b10025), x::Name(0x2405e07)), // ipv6LinkLocalAutoConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b1a12b), x::Name(0x2405e07)), // ipv6RouterAdvertisementConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b06212), x::Name(0x3344606)), // ipv6DefaultGateway: string
-        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
-        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::optional(x::Name(0x2b2c20b), x::Name(0x2405e07)), // isInherited: boolean
-        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228f410)), // spec: VslmRelocateSpec
+        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x3110b06), x::Name(0x1202714)), // rescan: HostVmfsRescanResult
+        x::FieldEntry::required(x::Name(0x314bf06), x::Name(0x13ff016)), // result: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::optional(x::Name(0x2fda506), x::Name(0x3344606)), // prefix: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x270940d), x::Name(0x3344606)), // diskInfoFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x252060f), x::Name(0x1153419)), // connectionState: HostSystemConnectionState
+        x::FieldEntry::required(x::Name(0x2fbc60a), x::Name(0x115b614)), // powerState: HostSystemPowerState
+        x::FieldEntry::optional(x::Name(0x32e470b), x::Name(0x3344606)), // standbyMode: string
+        x::FieldEntry::required(x::Name(0x2a44211), x::Name(0x2405e07)), // inMaintenanceMode: boolean
+        x::FieldEntry::optional(x::Name(0x2a49010), x::Name(0x2405e07)), // inQuarantineMode: boolean
+        x::FieldEntry::optional(x::Name(0x2411508), x::Name(0x2607608)), // bootTime: dateTime
+        x::FieldEntry::optional(x::Name(0x29a6313), x::Name(0xda6b13)), // healthSystemRuntime: HealthSystemRuntime
+        x::FieldEntry::optional(x::Name(0x25d8d0c), x::Name(0x6df316)), // dasHostState: ClusterDasFdmHostState
+        x::FieldEntry::repeated(x::Name(0x3441b0c), x::Name(0x1184f11)), // tpmPcrValues: HostTpmDigestInfo
+        x::FieldEntry::optional(x::Name(0x368b00f), x::Name(0x224fa13)), // vsanRuntimeInfo: VsanHostRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x2d6dd12), x::Name(0x10eac21)), // networkRuntimeInfo: HostRuntimeInfoNetworkRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x3527619), x::Name(0x11c3c2a)), // vFlashResourceRuntimeInfo: HostVFlashManagerVFlashResourceRunTimeInfo
+        x::FieldEntry::optional(x::Name(0x29dbe1a), x::Name(0x2be5304)), // hostMaxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x259010b), x::Name(0x3344606)), // cryptoState: string
+        x::FieldEntry::optional(x::Name(0x258d10b), x::Name(0x83cb0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x330091b), x::Name(0x3344606)), // statelessNvdsMigrationReady: string
+        x::FieldEntry::repeated(x::Name(0x2f0a216), x::Name(0x1032025)), // partialMaintenanceMode: HostPartialMaintenanceModeRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x32fa70f), x::Name(0x10ece22)), // stateEncryption: HostRuntimeInfoStateEncryptionInfo
+        x::FieldEntry::optional(x::Name(0x2f87709), x::Name(0x1669209)), // podVMInfo: PodVMInfo
+        x::FieldEntry::required(x::Name(0x2d39413), x::Name(0x3344606)), // netStackInstanceKey: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::repeated(x::Name(0x364910a), x::Name(0x3344606)), // vmknicKeys: string
+        x::FieldEntry::optional(x::Name(0x2c3a416), x::Name(0x2a94603)), // maxNumberOfConnections: int
+        x::FieldEntry::optional(x::Name(0x25a4f12), x::Name(0x2405e07)), // currentIpV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2d3a81b), x::Name(0x10e512a)), // netStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x2d6c616), x::Name(0xfe6a1a)), // networkResourceRuntime: HostNetworkResourceRuntime
+        x::FieldEntry::required(x::Name(0x302960e), x::Name(0x3344606)), // protectionMode: string
+        x::FieldEntry::optional(x::Name(0x3106911), x::Name(0x2405e07)), // requireSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x3104318), x::Name(0x2405e07)), // requireExecInstalledOnly: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x262330d), x::Name(0x2405e07)), // deepCleansing: boolean
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0xe81d15)), // capacity: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x32d3103), x::Name(0x2405e07)), // ssd: boolean
+        x::FieldEntry::optional(x::Name(0x2bc8509), x::Name(0x2405e07)), // localDisk: boolean
+        x::FieldEntry::repeated(x::Name(0x2f68810), x::Name(0x3344606)), // physicalLocation: string
+        x::FieldEntry::optional(x::Name(0x279f015), x::Name(0x2405e07)), // emulatedDIXDIFEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x368150c), x::Name(0x2252b14)), // vsanDiskInfo: VsanHostVsanDiskInfo
+        x::FieldEntry::optional(x::Name(0x31aba0c), x::Name(0x3344606)), // scsiDiskType: string
+        x::FieldEntry::optional(x::Name(0x34ec813), x::Name(0x2405e07)), // usedByMemoryTiering: boolean
+        x::FieldEntry::required(x::Name(0x2710208), x::Name(0x3344606)), // diskName: string
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x10fb419)), // adapter: HostScsiTopologyInterface
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x33d5206), x::Name(0x10fe216)), // target: HostScsiTopologyTarget
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x2a94603)), // lun: int
+        x::FieldEntry::required(x::Name(0x31aec07), x::Name(0x3344606)), // scsiLun: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x2a94603)), // target: int
+        x::FieldEntry::repeated(x::Name(0x2bee303), x::Name(0x10fce13)), // lun: HostScsiTopologyLun
+        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
+        x::FieldEntry::optional(x::Name(0x22fa20d), x::Name(0x3344606)), // adminPassword: string
+        x::FieldEntry::repeated(x::Name(0x30dab10), x::Name(0x1635a0a)), // removePermission: Permission
+        x::FieldEntry::repeated(x::Name(0x22ee20d), x::Name(0x1635a0a)), // addPermission: Permission
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x3344606)), // nodeWorldWideName: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x3109a08), x::Name(0x2405e07)), // required: boolean
+        x::FieldEntry::required(x::Name(0x348330d), x::Name(0x2405e07)), // uninstallable: boolean
+        x::FieldEntry::required(x::Name(0x3181507), x::Name(0x2405e07)), // running: boolean
+        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0x3344606)), // ruleset: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::optional(x::Name(0x3294f0d), x::Name(0x1108218)), // sourcePackage: HostServiceSourcePackage
+        x::FieldEntry::required(x::Name(0x31f2309), x::Name(0x3344606)), // serviceId: string
+        x::FieldEntry::required(x::Name(0x32f8e0d), x::Name(0x3344606)), // startupPolicy: string
+        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x110420b)), // service: HostService
+        x::FieldEntry::required(x::Name(0x3295d11), x::Name(0x3344606)), // sourcePackageName: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
         x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
-        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
-        x::FieldEntry::optional(x::Name(0x26f950f), x::Name(0x3344606)), // discoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
-        x::FieldEntry::repeated(x::Name(0x330ef0d), x::Name(0xf3ff1f)), // staticTargets: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::repeated(x::Name(0x31d560b), x::Name(0xf3e11d)), // sendTargets: HostInternetScsiHbaSendTarget
-        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
-        x::FieldEntry::required(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
-        x::FieldEntry::repeated(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
-        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2405e07)), // available: boolean
-        x::FieldEntry::required(x::Name(0x2e70c05), x::Name(0x3344606)), // oldIP: string
-        x::FieldEntry::required(x::Name(0x2d7b505), x::Name(0x3344606)), // newIP: string
-        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
-        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
-        x::FieldEntry::optional(x::Name(0x2af1a0a), x::Name(0xf54224)), // ipV6Config: HostIpConfigIpV6AddressConfiguration
-        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
-        x::FieldEntry::optional(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
-        x::FieldEntry::optional(x::Name(0x25c2c08), x::Name(0x3344606)), // dadState: string
-        x::FieldEntry::optional(x::Name(0x2ba6f08), x::Name(0x2607608)), // lifetime: dateTime
-        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::repeated(x::Name(0x2af0e0b), x::Name(0xf50817)), // ipV6Address: HostIpConfigIpV6Address
-        x::FieldEntry::optional(x::Name(0x23a3a18), x::Name(0x2405e07)), // autoConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x26b800d), x::Name(0x2405e07)), // dhcpV6Enabled: boolean
-        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2ad7b0a), x::Name(0x3344606)), // ipAddress2: string
-        x::FieldEntry::optional(x::Name(0x263110e), x::Name(0x3344606)), // defaultGateway: string
-        x::FieldEntry::optional(x::Name(0x290e80d), x::Name(0x3344606)), // gatewayDevice: string
-        x::FieldEntry::optional(x::Name(0x2af2512), x::Name(0x3344606)), // ipV6DefaultGateway: string
-        x::FieldEntry::optional(x::Name(0x2af4411), x::Name(0x3344606)), // ipV6GatewayDevice: string
-        x::FieldEntry::optional(x::Name(0x290f617), x::Name(0x11e5e18)), // gatewayDeviceConnection: HostVirtualNicConnection
-        x::FieldEntry::optional(x::Name(0x2af561b), x::Name(0x11e5e18)), // ipV6GatewayDeviceConnection: HostVirtualNicConnection
-        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
-        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
-        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
+        x::FieldEntry::required(x::Name(0x31fa10e), x::Name(0x3344606)), // serviceVersion: string
+        x::FieldEntry::required(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x253fd0c), x::Name(0x3344606)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x320d108), x::Name(0x3344606)), // sevState: string
+        x::FieldEntry::required(x::Name(0x2c4840e), x::Name(0x2be5304)), // maxSevEsGuests: long
+        x::FieldEntry::optional(x::Name(0x326e008), x::Name(0x3344606)), // snpState: string
+        x::FieldEntry::optional(x::Name(0x326e90c), x::Name(0x2405e07)), // snpSupported: boolean
+        x::FieldEntry::required(x::Name(0x3212308), x::Name(0x3344606)), // sgxState: string
+        x::FieldEntry::required(x::Name(0x3436c0e), x::Name(0x2be5304)), // totalEpcMemory: long
+        x::FieldEntry::required(x::Name(0x28c8007), x::Name(0x3344606)), // flcMode: string
+        x::FieldEntry::optional(x::Name(0x2b8620c), x::Name(0x3344606)), // lePubKeyHash: string
+        x::FieldEntry::optional(x::Name(0x30b8110), x::Name(0x1115117)), // registrationInfo: HostSgxRegistrationInfo
     ],
     values: &[
-        x::Name(0x3217106), // shared
-        x::Name(0x321820c), // sharedDirect
-        x::Name(0x2f4980b), // performance
-        x::Name(0x252f20d), // consolidation
-        x::Name(0x3188b08), // sameSize
-        x::Name(0x2ccfe09), // mixedSize
-        x::Name(0x23eca05), // basic
-        x::Name(0x3217106), // shared
-        x::Name(0x26cfd06), // direct
-        x::Name(0x321820c), // sharedDirect
+        x::Name(0x2f2c404), // pcie
+        x::Name(0x289350c), // fibreChannel
+        x::Name(0x3067404), // rdma
+        x::Name(0x33efd03), // tcp
+        x::Name(0x2be6d08), // loopback
+        x::Name(0x34adc0b), // unsupported
+        x::Name(0x34ba802), // up
+        x::Name(0x36bbb07), // warning
+        x::Name(0x2748804), // down
+        x::Name(0x2bf920b), // maintenance
+        x::Name(0x32b9012), // sphereletPartialMM
+        x::Name(0x2dd5f0c), // nsxPartialMM
+        x::Name(0x3056513), // quickPatchPartialMM
+        x::Name(0x2dbd30e), // notInPartialMM
+        x::Name(0x27efc11), // enteringPartialMM
+        x::Name(0x282ff10), // exitingPartialMM
+        x::Name(0x2a4540b), // inPartialMM
+        x::Name(0x29f3f0d), // hostRestarted
+        x::Name(0x2a3840b), // imageActive
+        x::Name(0x3540a09), // validated
+        x::Name(0x2b57a0b), // keyNotFound
+        x::Name(0x2b5a90a), // keyRevoked
+        x::Name(0x2b5520a), // keyExpired
+        x::Name(0x26c340e), // digestMismatch
+        x::Name(0x2dbab13), // notEnoughSignatures
+        x::Name(0x3541f0f), // validationError
+        x::Name(0x2e66d09), // obsoleted
+        x::Name(0x2cc780c), // missingPatch
+        x::Name(0x2cc6d0a), // missingLib
+        x::Name(0x2983811), // hasDependentPatch
+        x::Name(0x250820d), // conflictPatch
+        x::Name(0x250760b), // conflictLib
         x::Name(0x2daff04), // none
-        x::Name(0x3188b08), // sameSize
-        x::Name(0x2ccfe09), // mixedSize
-        x::Name(0x2cf7b10), // multiInstanceGpu
-        x::Name(0x1ba5107), // Unknown
-        x::Name(0xd3ec05), // Green
-        x::Name(0x22c1b06), // Yellow
-        x::Name(0x182f503), // Red
-        x::Name(0x969109), // Datastore
-        x::Name(0x365ae10), // vmware_certified
-        x::Name(0x3659e0f), // vmware_accepted
-        x::Name(0x2f14e07), // partner
-        x::Name(0x24c4209), // community
-        x::Name(0x3005707), // product
-        x::Name(0x3004d09), // processor
-        x::Name(0x3005707), // product
-        x::Name(0x3004d09), // processor
-        x::Name(0x2474e0e), // chapProhibited
-        x::Name(0x247190f), // chapDiscouraged
-        x::Name(0x247400d), // chapPreferred
-        x::Name(0x2475d0c), // chapRequired
-        x::Name(0x26c5310), // digestProhibited
-        x::Name(0x26bfa11), // digestDiscouraged
-        x::Name(0x26c430f), // digestPreferred
-        x::Name(0x26c750e), // digestRequired
-        x::Name(0x8e0f04), // DHCP
-        x::Name(0x59990e), // AutoConfigured
-        x::Name(0x1aad906), // Static
-        x::Name(0x1568105), // Other
-        x::Name(0x22eb903), // add
-        x::Name(0x30d8106), // remove
-        x::Name(0x2dc540c), // notsupported
-        x::Name(0x2e9ad08), // optional
-        x::Name(0x3109a08), // required
-        x::Name(0x3308e0c), // staticMethod
-        x::Name(0x31d4510), // sendTargetMethod
-        x::Name(0x324c609), // slpMethod
-        x::Name(0x2b3ed0a), // isnsMethod
-        x::Name(0x348a10d), // unknownMethod
-        x::Name(0x2eadc05), // other
-        x::Name(0x2c0ff06), // manual
-        x::Name(0x26b2404), // dhcp
-        x::Name(0x2bb4a09), // linklayer
-        x::Name(0x3060406), // random
-        x::Name(0x2fd9b09), // preferred
-        x::Name(0x2666c0a), // deprecated
+        x::Name(0x29b4e04), // host
+        x::Name(0x26d130a), // directPath
+        x::Name(0x27dc612), // enhancedDirectPath
+        x::Name(0x352ae0c), // vGpuSameSize
+        x::Name(0x352a00d), // vGpuMixedSize
+        x::Name(0x33caa0c), // systemSelect
+        x::Name(0x2fb5c07), // powerOn
+        x::Name(0x2fb3208), // powerOff
+        x::Name(0x353dd05), // valid
         x::Name(0x2aa9b07), // invalid
-        x::Name(0x2a4c30c), // inaccessible
         x::Name(0x3488b07), // unknown
-        x::Name(0x33fa909), // tentative
-        x::Name(0x2765b09), // duplicate
+        x::Name(0x3359007), // success
+        x::Name(0x2801305), // error
+        x::Name(0x3359007), // success
+        x::Name(0x2801305), // error
+        x::Name(0x2bfae17), // maintenanceModeRequired
+        x::Name(0x307840e), // rebootRequired
+        x::Name(0xdd3809), // HostBased
+        x::Name(0x124b806), // Import
+        x::Name(0xbd9104), // Edit
+        x::Name(0x783607), // Compose
+        x::Name(0x17f3505), // Ready
+        x::Name(0x19b0c07), // Running
+        x::Name(0xc76b06), // Failed
+        x::Name(0x23f9005), // block
+        x::Name(0x2d1b503), // nas
+        x::Name(0x31a8f04), // scsi
+        x::Name(0x2d88103), // nfs
+        x::Name(0x2d8bc05), // nfs4x
+        x::Name(0x2daff04), // none
+        x::Name(0x3598b0a), // virtualNic
+        x::Name(0x2f2950e), // pciPassthruNic
+        x::Name(0x2e55311), // nvmeQualifiedName
+        x::Name(0x36b1115), // vvolNvmeQualifiedName
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2748804), // down
+        x::Name(0x2a73c04), // init
+        x::Name(0x2366405), // armed
+        x::Name(0x22dba06), // active
+        x::Name(0x22dc10b), // activeDefer
+        x::Name(0x2a5c713), // incompatibleProduct
+        x::Name(0x2a57d0f), // incompatibleCpu
+        x::Name(0x2a1f30a), // hvDisabled
+        x::Name(0x2571c0d), // cpuidLimitSet
+        x::Name(0x2e6eb07), // oldBIOS
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2a4e308), // inactive
+        x::Name(0x22dba06), // active
+        x::Name(0x260d00c), // deactivating
+        x::Name(0x22da20a), // activating
+        x::Name(0x2daff04), // none
+        x::Name(0x343ef03), // tpm
+        x::Name(0x306ff05), // ready
+        x::Name(0x2dbeb09), // notNeeded
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2e79702), // on
+        x::Name(0x23b7109), // automatic
+        x::Name(0x2e68003), // off
+        x::Name(0x3481b0d), // uninitialized
+        x::Name(0x2a7b00b), // initialized
+        x::Name(0x36f8a07), // working
+        x::Name(0x26e5c0c), // disabledBios
+        x::Name(0x2e68003), // off
+        x::Name(0x2bdb006), // locked
+        x::Name(0x3490708), // unlocked
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "admin")] 1 => return Some(x::decode_struct_object::<HostOpaqueNetworkInfo>(r)),
+        #[cfg(feature = "admin")] 2 => return Some(x::decode_struct_object::<HostOpaqueSwitch>(r)),
+        #[cfg(feature = "admin")] 4 => return Some(x::decode_struct_object::<HostOpaqueSwitchPhysicalNicZone>(r)),
+        #[cfg(feature = "all-events")] 5 => return Some(x::decode_struct_object::<HostOvercommittedEvent>(r)),
+        6 => return Some(x::decode_struct_object::<HostPMemVolume>(r)),
+        #[cfg(feature = "admin")] 7 => return Some(x::decode_struct_object::<HostParallelScsiHba>(r)),
+        #[cfg(feature = "admin")] 8 => return Some(x::decode_struct_object::<HostParallelScsiTargetTransport>(r)),
+        10 => return Some(x::decode_struct_object::<HostPartialMaintenanceModeRuntimeInfo>(r)),
+        #[cfg(feature = "admin")] 14 => return Some(x::decode_struct_object::<HostPatchManagerLocator>(r)),
+        #[cfg(feature = "admin")] 15 => return Some(x::decode_struct_object::<HostPatchManagerPatchManagerOperationSpec>(r)),
+        17 => return Some(x::decode_struct_object::<HostPatchManagerResult>(r)),
+        18 => return Some(x::decode_struct_object::<HostPatchManagerStatus>(r)),
+        19 => return Some(x::decode_struct_object::<HostPatchManagerStatusPrerequisitePatch>(r)),
+        #[cfg(feature = "admin")] 20 => return Some(x::decode_struct_object::<HostPathSelectionPolicyOption>(r)),
+        21 => return Some(x::decode_struct_object::<HostPciDevice>(r)),
+        22 => return Some(x::decode_struct_object::<HostPciDeviceDirectPathInfo>(r)),
+        #[cfg(feature = "admin")] 23 => return Some(x::decode_struct_object::<HostPciPassthruConfig>(r)),
+        #[cfg(feature = "admin")] 24 => return Some(x::decode_struct_object::<HostPciPassthruInfo>(r)),
+        #[cfg(feature = "admin")] 26 => return Some(x::decode_struct_object::<HostPciPassthruInfoDirectPathState>(r)),
+        #[cfg(feature = "admin")] 27 => return Some(x::decode_struct_object::<HostPcieHba>(r)),
+        #[cfg(feature = "admin")] 28 => return Some(x::decode_struct_object::<HostPcieTargetTransport>(r)),
+        #[cfg(feature = "admin")] 29 => return Some(x::decode_struct_object::<HostPersistentMemoryInfo>(r)),
+        30 => return Some(x::decode_struct_object::<HostPlacedVirtualNicIdentifier>(r)),
+        #[cfg(feature = "admin")] 31 => return Some(x::decode_struct_object::<HostPlugStoreTopology>(r)),
+        #[cfg(feature = "admin")] 32 => return Some(x::decode_struct_object::<HostPlugStoreTopologyAdapter>(r)),
+        #[cfg(feature = "admin")] 33 => return Some(x::decode_struct_object::<HostPlugStoreTopologyDevice>(r)),
+        #[cfg(feature = "admin")] 34 => return Some(x::decode_struct_object::<HostPlugStoreTopologyPath>(r)),
+        #[cfg(feature = "admin")] 35 => return Some(x::decode_struct_object::<HostPlugStoreTopologyPlugin>(r)),
+        #[cfg(feature = "admin")] 36 => return Some(x::decode_struct_object::<HostPlugStoreTopologyTarget>(r)),
+        37 => return Some(x::decode_struct_object::<HostPnicNetworkResourceInfo>(r)),
+        #[cfg(feature = "admin")] 38 => return Some(x::decode_struct_object::<HostPortGroup>(r)),
+        #[cfg(feature = "admin")] 39 => return Some(x::decode_struct_object::<HostPortGroupConfig>(r)),
+        #[cfg(feature = "admin")] 40 => return Some(x::decode_struct_object::<HostPortGroupPort>(r)),
+        41 => return Some(x::decode_struct_object::<HostPortGroupProfile>(r)),
+        #[cfg(feature = "admin")] 42 => return Some(x::decode_struct_object::<HostPortGroupSpec>(r)),
+        43 => return Some(x::decode_struct_object::<HostPosixAccountSpec>(r)),
+        #[cfg(feature = "all-faults")] 44 => return Some(x::decode_struct_object::<HostPowerOpFailed>(r)),
+        #[cfg(feature = "admin")] 46 => return Some(x::decode_struct_object::<HostPowerPolicy>(r)),
+        #[cfg(feature = "all-events")] 47 => return Some(x::decode_struct_object::<HostPrimaryAgentNotShortNameEvent>(r)),
+        #[cfg(feature = "all-events")] 48 => return Some(x::decode_struct_object::<HostProfileAppliedEvent>(r)),
+        #[cfg(feature = "admin")] 49 => return Some(x::decode_struct_object::<HostProfileCompleteConfigSpec>(r)),
+        #[cfg(feature = "admin")] 50 => return Some(x::decode_struct_object::<HostProfileConfigInfo>(r)),
+        #[cfg(feature = "admin")] 51 => return Some(x::decode_struct_object::<HostProfileConfigSpec>(r)),
+        #[cfg(feature = "admin")] 52 => return Some(x::decode_struct_object::<HostProfileHostBasedConfigSpec>(r)),
+        54 => return Some(x::decode_struct_object::<HostProfileManagerCompositionResult>(r)),
+        55 => return Some(x::decode_struct_object::<HostProfileManagerCompositionResultResultElement>(r)),
+        57 => return Some(x::decode_struct_object::<HostProfileManagerCompositionValidationResult>(r)),
+        58 => return Some(x::decode_struct_object::<HostProfileManagerCompositionValidationResultResultElement>(r)),
+        #[cfg(feature = "admin")] 60 => return Some(x::decode_struct_object::<HostProfileManagerConfigTaskList>(r)),
+        61 => return Some(x::decode_struct_object::<HostProfileManagerHostToConfigSpecMap>(r)),
+        #[cfg(feature = "admin")] 64 => return Some(x::decode_struct_object::<HostProfileSerializedHostProfileSpec>(r)),
+        #[cfg(feature = "admin")] 65 => return Some(x::decode_struct_object::<HostProfileValidationFailureInfo>(r)),
+        68 => return Some(x::decode_struct_object::<HostProfilesEntityCustomizations>(r)),
+        69 => return Some(x::decode_struct_object::<HostProtocolEndpoint>(r)),
+        #[cfg(feature = "admin")] 72 => return Some(x::decode_struct_object::<HostProxySwitch>(r)),
+        #[cfg(feature = "admin")] 73 => return Some(x::decode_struct_object::<HostProxySwitchConfig>(r)),
+        #[cfg(feature = "admin")] 74 => return Some(x::decode_struct_object::<HostProxySwitchEnsInfo>(r)),
+        #[cfg(feature = "admin")] 75 => return Some(x::decode_struct_object::<HostProxySwitchHostLagConfig>(r)),
+        #[cfg(feature = "admin")] 76 => return Some(x::decode_struct_object::<HostProxySwitchSpec>(r)),
+        #[cfg(feature = "admin")] 77 => return Some(x::decode_struct_object::<HostPtpConfig>(r)),
+        #[cfg(feature = "admin")] 79 => return Some(x::decode_struct_object::<HostPtpConfigPtpPort>(r)),
+        #[cfg(feature = "admin")] 80 => return Some(x::decode_struct_object::<HostQualifiedName>(r)),
+        #[cfg(feature = "admin")] 83 => return Some(x::decode_struct_object::<HostRdmaDevice>(r)),
+        #[cfg(feature = "admin")] 84 => return Some(x::decode_struct_object::<HostRdmaDeviceBacking>(r)),
+        #[cfg(feature = "admin")] 85 => return Some(x::decode_struct_object::<HostRdmaDeviceCapability>(r)),
+        #[cfg(feature = "admin")] 86 => return Some(x::decode_struct_object::<HostRdmaDeviceConnectionInfo>(r)),
+        #[cfg(feature = "admin")] 88 => return Some(x::decode_struct_object::<HostRdmaDevicePnicBacking>(r)),
+        #[cfg(feature = "admin")] 89 => return Some(x::decode_struct_object::<HostRdmaHba>(r)),
+        #[cfg(feature = "admin")] 90 => return Some(x::decode_struct_object::<HostRdmaTargetTransport>(r)),
+        #[cfg(feature = "all-events")] 92 => return Some(x::decode_struct_object::<HostReconnectionFailedEvent>(r)),
+        #[cfg(feature = "admin")] 94 => return Some(x::decode_struct_object::<HostReliableMemoryInfo>(r)),
+        #[cfg(feature = "all-events")] 97 => return Some(x::decode_struct_object::<HostRemovedEvent>(r)),
+        100 => return Some(x::decode_struct_object::<HostResignatureRescanResult>(r)),
+        106 => return Some(x::decode_struct_object::<HostRuntimeInfo>(r)),
+        107 => return Some(x::decode_struct_object::<HostRuntimeInfoNetStackInstanceRuntimeInfo>(r)),
+        109 => return Some(x::decode_struct_object::<HostRuntimeInfoNetworkRuntimeInfo>(r)),
+        110 => return Some(x::decode_struct_object::<HostRuntimeInfoStateEncryptionInfo>(r)),
+        114 => return Some(x::decode_struct_object::<HostScsiDisk>(r)),
+        115 => return Some(x::decode_struct_object::<HostScsiDiskPartition>(r)),
+        #[cfg(feature = "admin")] 116 => return Some(x::decode_struct_object::<HostScsiTopology>(r)),
+        #[cfg(feature = "admin")] 117 => return Some(x::decode_struct_object::<HostScsiTopologyInterface>(r)),
+        #[cfg(feature = "admin")] 118 => return Some(x::decode_struct_object::<HostScsiTopologyLun>(r)),
+        #[cfg(feature = "admin")] 119 => return Some(x::decode_struct_object::<HostScsiTopologyTarget>(r)),
+        #[cfg(feature = "admin")] 120 => return Some(x::decode_struct_object::<HostSecuritySpec>(r)),
+        #[cfg(feature = "admin")] 121 => return Some(x::decode_struct_object::<HostSerialAttachedHba>(r)),
+        #[cfg(feature = "admin")] 122 => return Some(x::decode_struct_object::<HostSerialAttachedTargetTransport>(r)),
+        #[cfg(feature = "admin")] 123 => return Some(x::decode_struct_object::<HostService>(r)),
+        #[cfg(feature = "admin")] 124 => return Some(x::decode_struct_object::<HostServiceConfig>(r)),
+        #[cfg(feature = "admin")] 125 => return Some(x::decode_struct_object::<HostServiceInfo>(r)),
+        #[cfg(feature = "admin")] 127 => return Some(x::decode_struct_object::<HostServiceSourcePackage>(r)),
+        #[cfg(feature = "admin")] 128 => return Some(x::decode_struct_object::<HostServiceTicket>(r)),
+        #[cfg(feature = "admin")] 131 => return Some(x::decode_struct_object::<HostSevInfo>(r)),
+        #[cfg(feature = "admin")] 133 => return Some(x::decode_struct_object::<HostSgxInfo>(r)),
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTransportType(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitchOpaqueSwitchState(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPartialMaintenanceModeId(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPartialMaintenanceModeStatus(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerInstallState(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerIntegrityStatus(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerReason(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfoDirectPathDeviceMode(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerOperationType(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerAnswerFileStatus(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerCompositionResultResultElementStatus(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerCompositionValidationResultResultElementStatus(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerTaskListRequirement(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileValidationFailureInfoUpdateType(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileValidationState(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProtocolEndpointPEType(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProtocolEndpointProtocolEndpointType(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPtpConfigDeviceType(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostQualifiedNameType(v), Err(e) => return Some(Err(e)) },
+        87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDeviceConnectionState(v), Err(e) => return Some(Err(e)) },
+        99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReplayUnsupportedReason(v), Err(e) => return Some(Err(e)) },
+        108 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v), Err(e) => return Some(Err(e)) },
+        111 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v), Err(e) => return Some(Err(e)) },
+        112 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRuntimeInfoStatelessNvdsMigrationState(v), Err(e) => return Some(Err(e)) },
+        126 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServicePolicy(v), Err(e) => return Some(Err(e)) },
+        132 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSevInfoSevState(v), Err(e) => return Some(Err(e)) },
+        134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxInfoFlcModes(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "all-events")] HostGetShortNameFailedEvent(Box<HostGetShortNameFailedEvent>),
-    #[cfg(feature = "admin")] HostGraphicsConfig(Box<HostGraphicsConfig>),
-    #[cfg(feature = "admin")] HostGraphicsConfigDeviceType(Box<HostGraphicsConfigDeviceType>),
-    HostGraphicsConfigGraphicsType(Box<HostGraphicsConfigGraphicsType>),
-    HostGraphicsConfigSharedPassthruAssignmentPolicy(Box<HostGraphicsConfigSharedPassthruAssignmentPolicy>),
-    HostGraphicsConfigVgpuMode(Box<HostGraphicsConfigVgpuMode>),
-    #[cfg(feature = "admin")] HostGraphicsInfo(Box<HostGraphicsInfo>),
-    HostGraphicsInfoGraphicsType(Box<HostGraphicsInfoGraphicsType>),
-    HostGraphicsInfoVgpuMode(Box<HostGraphicsInfoVgpuMode>),
-    HostHardwareElementInfo(Box<HostHardwareElementInfo>),
-    HostHardwareElementStatus(Box<HostHardwareElementStatus>),
-    #[cfg(feature = "admin")] HostHardwareInfo(Box<HostHardwareInfo>),
-    HostHardwareStatusInfo(Box<HostHardwareStatusInfo>),
-    HostHardwareSummary(Box<HostHardwareSummary>),
-    #[cfg(feature = "all-faults")] HostHasComponentFailure(Box<HostHasComponentFailure>),
-    HostHasComponentFailureHostComponentType(Box<HostHasComponentFailureHostComponentType>),
-    #[cfg(feature = "admin")] HostHbaCreateSpec(Box<HostHbaCreateSpec>),
-    #[cfg(feature = "admin")] HostHostBusAdapter(Box<HostHostBusAdapter>),
-    #[cfg(feature = "admin")] HostHyperThreadScheduleInfo(Box<HostHyperThreadScheduleInfo>),
-    HostImageAcceptanceLevel(Box<HostImageAcceptanceLevel>),
-    #[cfg(feature = "admin")] HostImageProfileSummary(Box<HostImageProfileSummary>),
-    #[cfg(feature = "all-events")] HostInAuditModeEvent(Box<HostInAuditModeEvent>),
-    #[cfg(feature = "all-faults")] HostInDomain(Box<HostInDomain>),
-    #[cfg(feature = "all-faults")] HostIncompatibleForFaultTolerance(Box<HostIncompatibleForFaultTolerance>),
-    HostIncompatibleForFaultToleranceReason(Box<HostIncompatibleForFaultToleranceReason>),
-    #[cfg(feature = "all-faults")] HostIncompatibleForRecordReplay(Box<HostIncompatibleForRecordReplay>),
-    HostIncompatibleForRecordReplayReason(Box<HostIncompatibleForRecordReplayReason>),
-    #[cfg(feature = "admin")] HostInternetScsiHba(Box<HostInternetScsiHba>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaAuthenticationCapabilities(Box<HostInternetScsiHbaAuthenticationCapabilities>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaAuthenticationProperties(Box<HostInternetScsiHbaAuthenticationProperties>),
-    HostInternetScsiHbaChapAuthenticationType(Box<HostInternetScsiHbaChapAuthenticationType>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaDigestCapabilities(Box<HostInternetScsiHbaDigestCapabilities>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaDigestProperties(Box<HostInternetScsiHbaDigestProperties>),
-    HostInternetScsiHbaDigestType(Box<HostInternetScsiHbaDigestType>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaDiscoveryCapabilities(Box<HostInternetScsiHbaDiscoveryCapabilities>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaDiscoveryProperties(Box<HostInternetScsiHbaDiscoveryProperties>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaIPCapabilities(Box<HostInternetScsiHbaIPCapabilities>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaIPProperties(Box<HostInternetScsiHbaIPProperties>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaIPv6Properties(Box<HostInternetScsiHbaIPv6Properties>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaIscsiIpv6Address(Box<HostInternetScsiHbaIscsiIpv6Address>),
-    HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(Box<HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType>),
-    HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(Box<HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaNetworkBindingSupportType(Box<HostInternetScsiHbaNetworkBindingSupportType>),
-    HostInternetScsiHbaParamValue(Box<HostInternetScsiHbaParamValue>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaSendTarget(Box<HostInternetScsiHbaSendTarget>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaStaticTarget(Box<HostInternetScsiHbaStaticTarget>),
-    HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(Box<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>),
-    #[cfg(feature = "admin")] HostInternetScsiHbaTargetSet(Box<HostInternetScsiHbaTargetSet>),
-    #[cfg(feature = "admin")] HostInternetScsiTargetTransport(Box<HostInternetScsiTargetTransport>),
-    #[cfg(feature = "all-faults")] HostInventoryFull(Box<HostInventoryFull>),
-    #[cfg(feature = "all-events")] HostInventoryFullEvent(Box<HostInventoryFullEvent>),
-    #[cfg(feature = "all-events")] HostInventoryUnreadableEvent(Box<HostInventoryUnreadableEvent>),
-    #[cfg(feature = "admin")] HostIoFilterInfo(Box<HostIoFilterInfo>),
-    #[cfg(feature = "all-events")] HostIpChangedEvent(Box<HostIpChangedEvent>),
-    HostIpConfig(Box<HostIpConfig>),
-    HostIpConfigIpV6Address(Box<HostIpConfigIpV6Address>),
-    HostIpConfigIpV6AddressConfigType(Box<HostIpConfigIpV6AddressConfigType>),
-    HostIpConfigIpV6AddressConfiguration(Box<HostIpConfigIpV6AddressConfiguration>),
-    HostIpConfigIpV6AddressStatus(Box<HostIpConfigIpV6AddressStatus>),
-    #[cfg(feature = "all-events")] HostIpInconsistentEvent(Box<HostIpInconsistentEvent>),
-    #[cfg(feature = "admin")] HostIpRouteConfig(Box<HostIpRouteConfig>),
-    #[cfg(feature = "admin")] HostIpRouteConfigSpec(Box<HostIpRouteConfigSpec>),
-    #[cfg(feature = "admin")] HostIpRouteEntry(Box<HostIpRouteEntry>),
+    HostNvmeTransportType(Box<HostNvmeTransportType>),
+    HostOpaqueSwitchOpaqueSwitchState(Box<HostOpaqueSwitchOpaqueSwitchState>),
+    HostPartialMaintenanceModeId(Box<HostPartialMaintenanceModeId>),
+    HostPartialMaintenanceModeStatus(Box<HostPartialMaintenanceModeStatus>),
+    HostPatchManagerInstallState(Box<HostPatchManagerInstallState>),
+    HostPatchManagerIntegrityStatus(Box<HostPatchManagerIntegrityStatus>),
+    HostPatchManagerReason(Box<HostPatchManagerReason>),
+    HostPciPassthruInfoDirectPathDeviceMode(Box<HostPciPassthruInfoDirectPathDeviceMode>),
+    HostPowerOperationType(Box<HostPowerOperationType>),
+    HostProfileManagerAnswerFileStatus(Box<HostProfileManagerAnswerFileStatus>),
+    HostProfileManagerCompositionResultResultElementStatus(Box<HostProfileManagerCompositionResultResultElementStatus>),
+    HostProfileManagerCompositionValidationResultResultElementStatus(Box<HostProfileManagerCompositionValidationResultResultElementStatus>),
+    HostProfileManagerTaskListRequirement(Box<HostProfileManagerTaskListRequirement>),
+    HostProfileValidationFailureInfoUpdateType(Box<HostProfileValidationFailureInfoUpdateType>),
+    HostProfileValidationState(Box<HostProfileValidationState>),
+    HostProtocolEndpointPEType(Box<HostProtocolEndpointPEType>),
+    HostProtocolEndpointProtocolEndpointType(Box<HostProtocolEndpointProtocolEndpointType>),
+    HostPtpConfigDeviceType(Box<HostPtpConfigDeviceType>),
+    HostQualifiedNameType(Box<HostQualifiedNameType>),
+    HostRdmaDeviceConnectionState(Box<HostRdmaDeviceConnectionState>),
+    HostReplayUnsupportedReason(Box<HostReplayUnsupportedReason>),
+    HostRuntimeInfoNetStackInstanceRuntimeInfoState(Box<HostRuntimeInfoNetStackInstanceRuntimeInfoState>),
+    HostRuntimeInfoStateEncryptionInfoProtectionMode(Box<HostRuntimeInfoStateEncryptionInfoProtectionMode>),
+    HostRuntimeInfoStatelessNvdsMigrationState(Box<HostRuntimeInfoStatelessNvdsMigrationState>),
+    HostServicePolicy(Box<HostServicePolicy>),
+    HostSevInfoSevState(Box<HostSevInfoSevState>),
+    HostSgxInfoFlcModes(Box<HostSgxInfoFlcModes>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -448,146 +808,36 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGetShortNameFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigDeviceType(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigGraphicsType(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigVgpuMode(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfo(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfoGraphicsType(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfoVgpuMode(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareElementInfo(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareElementStatus(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareStatusInfo(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareSummary(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailure(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailureHostComponentType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHbaCreateSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHyperThreadScheduleInfo(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageAcceptanceLevel(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageProfileSummary(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInAuditModeEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInDomain(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForFaultTolerance(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForFaultToleranceReason(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForRecordReplay(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForRecordReplayReason(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHba(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaAuthenticationCapabilities(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaAuthenticationProperties(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaChapAuthenticationType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestCapabilities(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestProperties(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDiscoveryCapabilities(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDiscoveryProperties(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPCapabilities(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPProperties(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPv6Properties(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6Address(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaNetworkBindingSupportType(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaParamValue(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaSendTarget(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTarget(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaTargetSet(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiTargetTransport(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFull(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFullEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryUnreadableEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIoFilterInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpChangedEvent(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfig(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6Address(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressConfigType(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressConfiguration(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressStatus(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpInconsistentEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteEntry(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostGraphicsConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostGraphicsConfigDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGraphicsConfigGraphicsType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGraphicsConfigVgpuMode(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostGraphicsInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGraphicsInfoGraphicsType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGraphicsInfoVgpuMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHardwareElementInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHardwareElementStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostHardwareInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHardwareStatusInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHardwareSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHasComponentFailureHostComponentType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostHostBusAdapter(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostHyperThreadScheduleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostImageAcceptanceLevel(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostImageProfileSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostInDomain(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIncompatibleForFaultToleranceReason(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIncompatibleForRecordReplayReason(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationProperties(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaChapAuthenticationType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestProperties(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaDigestType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryProperties(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPProperties(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPv6Properties(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIscsiIpv6Address(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaParamValue(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaSendTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaStaticTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostInternetScsiTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpConfigIpV6Address(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpConfigIpV6AddressConfigType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpConfigIpV6AddressConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpConfigIpV6AddressStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostIpRouteConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostIpRouteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostIpRouteEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostNvmeTransportType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostOpaqueSwitchOpaqueSwitchState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostPartialMaintenanceModeId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostPartialMaintenanceModeStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostPatchManagerInstallState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostPatchManagerIntegrityStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostPatchManagerReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostPciPassthruInfoDirectPathDeviceMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostPowerOperationType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostProfileManagerAnswerFileStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostProfileManagerCompositionResultResultElementStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostProfileManagerTaskListRequirement(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostProfileValidationFailureInfoUpdateType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostProfileValidationState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostProtocolEndpointPEType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostProtocolEndpointProtocolEndpointType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostPtpConfigDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostQualifiedNameType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostRdmaDeviceConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostReplayUnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostServicePolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSevInfoSevState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSgxInfoFlcModes(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -601,69 +851,33 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(_) => "HostGetShortNameFailedEvent",
-            #[cfg(feature = "admin")] Object::HostGraphicsConfig(_) => "HostGraphicsConfig",
-            #[cfg(feature = "admin")] Object::HostGraphicsConfigDeviceType(_) => "HostGraphicsConfigDeviceType",
-            Object::HostGraphicsConfigGraphicsType(_) => "HostGraphicsConfigGraphicsType",
-            Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(_) => "HostGraphicsConfigSharedPassthruAssignmentPolicy",
-            Object::HostGraphicsConfigVgpuMode(_) => "HostGraphicsConfigVgpuMode",
-            #[cfg(feature = "admin")] Object::HostGraphicsInfo(_) => "HostGraphicsInfo",
-            Object::HostGraphicsInfoGraphicsType(_) => "HostGraphicsInfoGraphicsType",
-            Object::HostGraphicsInfoVgpuMode(_) => "HostGraphicsInfoVgpuMode",
-            Object::HostHardwareElementInfo(_) => "HostHardwareElementInfo",
-            Object::HostHardwareElementStatus(_) => "HostHardwareElementStatus",
-            #[cfg(feature = "admin")] Object::HostHardwareInfo(_) => "HostHardwareInfo",
-            Object::HostHardwareStatusInfo(_) => "HostHardwareStatusInfo",
-            Object::HostHardwareSummary(_) => "HostHardwareSummary",
-            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(_) => "HostHasComponentFailure",
-            Object::HostHasComponentFailureHostComponentType(_) => "HostHasComponentFailureHostComponentType",
-            #[cfg(feature = "admin")] Object::HostHbaCreateSpec(_) => "HostHbaCreateSpec",
-            #[cfg(feature = "admin")] Object::HostHostBusAdapter(_) => "HostHostBusAdapter",
-            #[cfg(feature = "admin")] Object::HostHyperThreadScheduleInfo(_) => "HostHyperThreadScheduleInfo",
-            Object::HostImageAcceptanceLevel(_) => "HostImageAcceptanceLevel",
-            #[cfg(feature = "admin")] Object::HostImageProfileSummary(_) => "HostImageProfileSummary",
-            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(_) => "HostInAuditModeEvent",
-            #[cfg(feature = "all-faults")] Object::HostInDomain(_) => "HostInDomain",
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(_) => "HostIncompatibleForFaultTolerance",
-            Object::HostIncompatibleForFaultToleranceReason(_) => "HostIncompatibleForFaultToleranceReason",
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(_) => "HostIncompatibleForRecordReplay",
-            Object::HostIncompatibleForRecordReplayReason(_) => "HostIncompatibleForRecordReplayReason",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHba(_) => "HostInternetScsiHba",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationCapabilities(_) => "HostInternetScsiHbaAuthenticationCapabilities",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationProperties(_) => "HostInternetScsiHbaAuthenticationProperties",
-            Object::HostInternetScsiHbaChapAuthenticationType(_) => "HostInternetScsiHbaChapAuthenticationType",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestCapabilities(_) => "HostInternetScsiHbaDigestCapabilities",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestProperties(_) => "HostInternetScsiHbaDigestProperties",
-            Object::HostInternetScsiHbaDigestType(_) => "HostInternetScsiHbaDigestType",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryCapabilities(_) => "HostInternetScsiHbaDiscoveryCapabilities",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryProperties(_) => "HostInternetScsiHbaDiscoveryProperties",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPCapabilities(_) => "HostInternetScsiHbaIPCapabilities",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPProperties(_) => "HostInternetScsiHbaIPProperties",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPv6Properties(_) => "HostInternetScsiHbaIPv6Properties",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIscsiIpv6Address(_) => "HostInternetScsiHbaIscsiIpv6Address",
-            Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(_) => "HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType",
-            Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(_) => "HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(_) => "HostInternetScsiHbaNetworkBindingSupportType",
-            Object::HostInternetScsiHbaParamValue(_) => "HostInternetScsiHbaParamValue",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaSendTarget(_) => "HostInternetScsiHbaSendTarget",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaStaticTarget(_) => "HostInternetScsiHbaStaticTarget",
-            Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(_) => "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod",
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(_) => "HostInternetScsiHbaTargetSet",
-            #[cfg(feature = "admin")] Object::HostInternetScsiTargetTransport(_) => "HostInternetScsiTargetTransport",
-            #[cfg(feature = "all-faults")] Object::HostInventoryFull(_) => "HostInventoryFull",
-            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(_) => "HostInventoryFullEvent",
-            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(_) => "HostInventoryUnreadableEvent",
-            #[cfg(feature = "admin")] Object::HostIoFilterInfo(_) => "HostIoFilterInfo",
-            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(_) => "HostIpChangedEvent",
-            Object::HostIpConfig(_) => "HostIpConfig",
-            Object::HostIpConfigIpV6Address(_) => "HostIpConfigIpV6Address",
-            Object::HostIpConfigIpV6AddressConfigType(_) => "HostIpConfigIpV6AddressConfigType",
-            Object::HostIpConfigIpV6AddressConfiguration(_) => "HostIpConfigIpV6AddressConfiguration",
-            Object::HostIpConfigIpV6AddressStatus(_) => "HostIpConfigIpV6AddressStatus",
-            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(_) => "HostIpInconsistentEvent",
-            #[cfg(feature = "admin")] Object::HostIpRouteConfig(_) => "HostIpRouteConfig",
-            #[cfg(feature = "admin")] Object::HostIpRouteConfigSpec(_) => "HostIpRouteConfigSpec",
-            #[cfg(feature = "admin")] Object::HostIpRouteEntry(_) => "HostIpRouteEntry",
+            Object::HostNvmeTransportType(_) => "HostNvmeTransportType",
+            Object::HostOpaqueSwitchOpaqueSwitchState(_) => "HostOpaqueSwitchOpaqueSwitchState",
+            Object::HostPartialMaintenanceModeId(_) => "HostPartialMaintenanceModeId",
+            Object::HostPartialMaintenanceModeStatus(_) => "HostPartialMaintenanceModeStatus",
+            Object::HostPatchManagerInstallState(_) => "HostPatchManagerInstallState",
+            Object::HostPatchManagerIntegrityStatus(_) => "HostPatchManagerIntegrityStatus",
+            Object::HostPatchManagerReason(_) => "HostPatchManagerReason",
+            Object::HostPciPassthruInfoDirectPathDeviceMode(_) => "HostPciPassthruInfoDirectPathDeviceMode",
+            Object::HostPowerOperationType(_) => "HostPowerOperationType",
+            Object::HostProfileManagerAnswerFileStatus(_) => "HostProfileManagerAnswerFileStatus",
+            Object::HostProfileManagerCompositionResultResultElementStatus(_) => "HostProfileManagerCompositionResultResultElementStatus",
+            Object::HostProfileManagerCompositionValidationResultResultElementStatus(_) => "HostProfileManagerCompositionValidationResultResultElementStatus",
+            Object::HostProfileManagerTaskListRequirement(_) => "HostProfileManagerTaskListRequirement",
+            Object::HostProfileValidationFailureInfoUpdateType(_) => "HostProfileValidationFailureInfoUpdateType",
+            Object::HostProfileValidationState(_) => "HostProfileValidationState",
+            Object::HostProtocolEndpointPEType(_) => "HostProtocolEndpointPEType",
+            Object::HostProtocolEndpointProtocolEndpointType(_) => "HostProtocolEndpointProtocolEndpointType",
+            Object::HostPtpConfigDeviceType(_) => "HostPtpConfigDeviceType",
+            Object::HostQualifiedNameType(_) => "HostQualifiedNameType",
+            Object::HostRdmaDeviceConnectionState(_) => "HostRdmaDeviceConnectionState",
+            Object::HostReplayUnsupportedReason(_) => "HostReplayUnsupportedReason",
+            Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(_) => "HostRuntimeInfoNetStackInstanceRuntimeInfoState",
+            Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(_) => "HostRuntimeInfoStateEncryptionInfoProtectionMode",
+            Object::HostRuntimeInfoStatelessNvdsMigrationState(_) => "HostRuntimeInfoStatelessNvdsMigrationState",
+            Object::HostServicePolicy(_) => "HostServicePolicy",
+            Object::HostSevInfoSevState(_) => "HostSevInfoSevState",
+            Object::HostSgxInfoFlcModes(_) => "HostSgxInfoFlcModes",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -683,1078 +897,466 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostGraphicsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostGraphicsConfigDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGraphicsConfigGraphicsType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGraphicsConfigVgpuMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostGraphicsInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGraphicsInfoGraphicsType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGraphicsInfoVgpuMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHardwareElementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHardwareElementStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostHardwareInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHardwareStatusInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHardwareSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHasComponentFailureHostComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostHostBusAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostHyperThreadScheduleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostImageAcceptanceLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostImageProfileSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostInDomain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIncompatibleForFaultToleranceReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIncompatibleForRecordReplayReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaChapAuthenticationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaDigestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPv6Properties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIscsiIpv6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaParamValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaSendTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaStaticTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostInternetScsiTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpConfigIpV6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpConfigIpV6AddressConfigType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpConfigIpV6AddressConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpConfigIpV6AddressStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostIpRouteConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostIpRouteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostIpRouteEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostNvmeTransportType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostOpaqueSwitchOpaqueSwitchState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostPartialMaintenanceModeId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostPartialMaintenanceModeStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostPatchManagerInstallState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostPatchManagerIntegrityStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostPatchManagerReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostPciPassthruInfoDirectPathDeviceMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostPowerOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostProfileManagerAnswerFileStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostProfileManagerCompositionResultResultElementStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostProfileManagerTaskListRequirement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostProfileValidationFailureInfoUpdateType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostProfileValidationState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostProtocolEndpointPEType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostProtocolEndpointProtocolEndpointType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostPtpConfigDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostQualifiedNameType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostRdmaDeviceConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostReplayUnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostServicePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSevInfoSevState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSgxInfoFlcModes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostGetShortNameFailedEvent {
+impl x::ObjectType for HostNvmeTransportType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGetShortNameFailedEvent(value)
+        Object::HostNvmeTransportType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGetShortNameFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostNvmeTransportType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGetShortNameFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostNvmeTransportType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostGraphicsConfig {
+impl x::ObjectType for HostOpaqueSwitchOpaqueSwitchState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGraphicsConfig(value)
+        Object::HostOpaqueSwitchOpaqueSwitchState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostOpaqueSwitchOpaqueSwitchState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostOpaqueSwitchOpaqueSwitchState(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostGraphicsConfigDeviceType {
+impl x::ObjectType for HostPartialMaintenanceModeId {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGraphicsConfigDeviceType(value)
+        Object::HostPartialMaintenanceModeId(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfigDeviceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostPartialMaintenanceModeId(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfigDeviceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostPartialMaintenanceModeId(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostGraphicsConfigGraphicsType {
+impl x::ObjectType for HostPartialMaintenanceModeStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGraphicsConfigGraphicsType(value)
+        Object::HostPartialMaintenanceModeStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfigGraphicsType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostPartialMaintenanceModeStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfigGraphicsType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostPartialMaintenanceModeStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostGraphicsConfigSharedPassthruAssignmentPolicy {
+impl x::ObjectType for HostPatchManagerInstallState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(value)
+        Object::HostPatchManagerInstallState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostPatchManagerInstallState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostPatchManagerInstallState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostGraphicsConfigVgpuMode {
+impl x::ObjectType for HostPatchManagerIntegrityStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGraphicsConfigVgpuMode(value)
+        Object::HostPatchManagerIntegrityStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfigVgpuMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostPatchManagerIntegrityStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfigVgpuMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostPatchManagerIntegrityStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostGraphicsInfo {
+impl x::ObjectType for HostPatchManagerReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGraphicsInfo(value)
+        Object::HostPatchManagerReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostPatchManagerReason(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostPatchManagerReason(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostGraphicsInfoGraphicsType {
+impl x::ObjectType for HostPciPassthruInfoDirectPathDeviceMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGraphicsInfoGraphicsType(value)
+        Object::HostPciPassthruInfoDirectPathDeviceMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsInfoGraphicsType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostPciPassthruInfoDirectPathDeviceMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsInfoGraphicsType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostPciPassthruInfoDirectPathDeviceMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostGraphicsInfoVgpuMode {
+impl x::ObjectType for HostPowerOperationType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostGraphicsInfoVgpuMode(value)
+        Object::HostPowerOperationType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsInfoVgpuMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostPowerOperationType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsInfoVgpuMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostPowerOperationType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostHardwareElementInfo {
+impl x::ObjectType for HostProfileManagerAnswerFileStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHardwareElementInfo(value)
+        Object::HostProfileManagerAnswerFileStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareElementInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostProfileManagerAnswerFileStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareElementInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostProfileManagerAnswerFileStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostHardwareElementStatus {
+impl x::ObjectType for HostProfileManagerCompositionResultResultElementStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHardwareElementStatus(value)
+        Object::HostProfileManagerCompositionResultResultElementStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareElementStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostProfileManagerCompositionResultResultElementStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareElementStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostProfileManagerCompositionResultResultElementStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostHardwareInfo {
+impl x::ObjectType for HostProfileManagerCompositionValidationResultResultElementStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHardwareInfo(value)
+        Object::HostProfileManagerCompositionValidationResultResultElementStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostHardwareStatusInfo {
+impl x::ObjectType for HostProfileManagerTaskListRequirement {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHardwareStatusInfo(value)
+        Object::HostProfileManagerTaskListRequirement(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareStatusInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostProfileManagerTaskListRequirement(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareStatusInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostProfileManagerTaskListRequirement(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostHardwareSummary {
+impl x::ObjectType for HostProfileValidationFailureInfoUpdateType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHardwareSummary(value)
+        Object::HostProfileValidationFailureInfoUpdateType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostProfileValidationFailureInfoUpdateType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostProfileValidationFailureInfoUpdateType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostHasComponentFailure {
+impl x::ObjectType for HostProfileValidationState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHasComponentFailure(value)
+        Object::HostProfileValidationState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHasComponentFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostProfileValidationState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHasComponentFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostProfileValidationState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostHasComponentFailureHostComponentType {
+impl x::ObjectType for HostProtocolEndpointPEType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHasComponentFailureHostComponentType(value)
+        Object::HostProtocolEndpointPEType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHasComponentFailureHostComponentType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostProtocolEndpointPEType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHasComponentFailureHostComponentType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostProtocolEndpointPEType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostHbaCreateSpec {
+impl x::ObjectType for HostProtocolEndpointProtocolEndpointType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHbaCreateSpec(value)
+        Object::HostProtocolEndpointProtocolEndpointType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHbaCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostProtocolEndpointProtocolEndpointType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHbaCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostProtocolEndpointProtocolEndpointType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostHostBusAdapter {
+impl x::ObjectType for HostPtpConfigDeviceType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHostBusAdapter(value)
+        Object::HostPtpConfigDeviceType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHostBusAdapter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostPtpConfigDeviceType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHostBusAdapter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostPtpConfigDeviceType(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostHyperThreadScheduleInfo {
+impl x::ObjectType for HostQualifiedNameType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostHyperThreadScheduleInfo(value)
+        Object::HostQualifiedNameType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHyperThreadScheduleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostQualifiedNameType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHyperThreadScheduleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostQualifiedNameType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostImageAcceptanceLevel {
+impl x::ObjectType for HostRdmaDeviceConnectionState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostImageAcceptanceLevel(value)
+        Object::HostRdmaDeviceConnectionState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostImageAcceptanceLevel(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostRdmaDeviceConnectionState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostImageAcceptanceLevel(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostRdmaDeviceConnectionState(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostImageProfileSummary {
+impl x::ObjectType for HostReplayUnsupportedReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostImageProfileSummary(value)
+        Object::HostReplayUnsupportedReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostImageProfileSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostReplayUnsupportedReason(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostImageProfileSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostReplayUnsupportedReason(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostInAuditModeEvent {
+impl x::ObjectType for HostRuntimeInfoNetStackInstanceRuntimeInfoState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostInAuditModeEvent(value)
+        Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInAuditModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInAuditModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostInDomain {
+impl x::ObjectType for HostRuntimeInfoStateEncryptionInfoProtectionMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostInDomain(value)
+        Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInDomain(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInDomain(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostIncompatibleForFaultTolerance {
+impl x::ObjectType for HostRuntimeInfoStatelessNvdsMigrationState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIncompatibleForFaultTolerance(value)
+        Object::HostRuntimeInfoStatelessNvdsMigrationState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIncompatibleForFaultTolerance(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIncompatibleForFaultTolerance(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostIncompatibleForFaultToleranceReason {
+impl x::ObjectType for HostServicePolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIncompatibleForFaultToleranceReason(value)
+        Object::HostServicePolicy(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIncompatibleForFaultToleranceReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostServicePolicy(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIncompatibleForFaultToleranceReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostServicePolicy(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostIncompatibleForRecordReplay {
+impl x::ObjectType for HostSevInfoSevState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIncompatibleForRecordReplay(value)
+        Object::HostSevInfoSevState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIncompatibleForRecordReplay(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSevInfoSevState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIncompatibleForRecordReplay(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSevInfoSevState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostIncompatibleForRecordReplayReason {
+impl x::ObjectType for HostSgxInfoFlcModes {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIncompatibleForRecordReplayReason(value)
+        Object::HostSgxInfoFlcModes(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIncompatibleForRecordReplayReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSgxInfoFlcModes(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIncompatibleForRecordReplayReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHba {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHba(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaAuthenticationCapabilities {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaAuthenticationCapabilities(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaAuthenticationProperties {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaAuthenticationProperties(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaAuthenticationProperties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaAuthenticationProperties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostInternetScsiHbaChapAuthenticationType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaChapAuthenticationType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaChapAuthenticationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaChapAuthenticationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaDigestCapabilities {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaDigestCapabilities(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDigestCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDigestCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaDigestProperties {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaDigestProperties(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDigestProperties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDigestProperties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostInternetScsiHbaDigestType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaDigestType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDigestType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDigestType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaDiscoveryCapabilities {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaDiscoveryCapabilities(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDiscoveryCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDiscoveryCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaDiscoveryProperties {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaDiscoveryProperties(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDiscoveryProperties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDiscoveryProperties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaIPCapabilities {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaIPCapabilities(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIPCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIPCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaIPProperties {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaIPProperties(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIPProperties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIPProperties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaIPv6Properties {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaIPv6Properties(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIPv6Properties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIPv6Properties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaIscsiIpv6Address {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaIscsiIpv6Address(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6Address(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6Address(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaNetworkBindingSupportType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaNetworkBindingSupportType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostInternetScsiHbaParamValue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaParamValue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaParamValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaParamValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaSendTarget {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaSendTarget(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaSendTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaSendTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaStaticTarget {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaStaticTarget(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaStaticTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaStaticTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaTargetSet {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiHbaTargetSet(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaTargetSet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaTargetSet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiTargetTransport {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInternetScsiTargetTransport(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for HostInventoryFull {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInventoryFull(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInventoryFull(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInventoryFull(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostInventoryFullEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInventoryFullEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInventoryFullEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInventoryFullEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostInventoryUnreadableEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostInventoryUnreadableEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInventoryUnreadableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInventoryUnreadableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostIoFilterInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIoFilterInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIoFilterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIoFilterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostIpChangedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpChangedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostIpConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostIpConfigIpV6Address {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpConfigIpV6Address(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfigIpV6Address(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfigIpV6Address(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostIpConfigIpV6AddressConfigType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpConfigIpV6AddressConfigType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfigIpV6AddressConfigType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfigIpV6AddressConfigType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostIpConfigIpV6AddressConfiguration {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpConfigIpV6AddressConfiguration(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfigIpV6AddressConfiguration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfigIpV6AddressConfiguration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostIpConfigIpV6AddressStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpConfigIpV6AddressStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfigIpV6AddressStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfigIpV6AddressStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostIpInconsistentEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpInconsistentEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpInconsistentEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpInconsistentEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpRouteConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpRouteConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteEntry {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpRouteEntry(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSgxInfoFlcModes(v) => Ok(v), other => Err(other), }
     }
 }

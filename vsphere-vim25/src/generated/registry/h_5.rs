@@ -6,400 +6,855 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xf5d60d), x::Name(0xbb9c0b), 0, 2), // HostIpRouteOp: DynamicData
-        x::TypeEntry::structure(x::Name(0xf5e416), x::Name(0xbb9c0b), 2, 2), // HostIpRouteTableConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf5fb14), x::Name(0xbb9c0b), 4, 2), // HostIpRouteTableInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6101c), x::Name(0xea3c09), 6, 0), // HostIpToShortNameFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf62d0c), x::Name(0xbb9c0b), 6, 4), // HostIpmiInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf63a1e), x::Name(0xe4580c), 10, 1), // HostIsolationIpPingFailedEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xf6591a), x::Name(0xbb9c0b), 11, 1), // HostLicensableResourceInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf67419), 0, 7), // HostLicensableResourceKey
-        x::TypeEntry::structure(x::Name(0xf68e16), x::Name(0xbb9c0b), 12, 3), // HostLicenseConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6a517), x::Name(0x137ff0c), 15, 0), // HostLicenseExpiredEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0xf6bd0f), x::Name(0xbb9c0b), 15, 4), // HostLicenseSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6cd0f), x::Name(0xbb9c0b), 19, 17), // HostListSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6dd1d), x::Name(0xbb9c0b), 36, 2), // HostListSummaryGatewaySummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6fb19), x::Name(0xbb9c0b), 38, 6), // HostListSummaryQuickStats: DynamicData
-        x::TypeEntry::request(x::Name(0xf71521), 44, 2), // HostListVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xf7371b), x::Name(0xdcdb1b), 46, 0), // HostLocalAuthenticationInfo: HostAuthenticationStoreInfo
-        x::TypeEntry::structure(x::Name(0xf75319), x::Name(0xebd814), 46, 1), // HostLocalFileSystemVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0xf76d1d), x::Name(0xbb9c0b), 47, 2), // HostLocalFileSystemVolumeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf78b19), x::Name(0xb4ba08), 49, 1), // HostLocalPortCreatedEvent: DvsEvent
-        x::TypeEntry::enumeration(x::Name(0xf7a510), 7, 3), // HostLockdownMode
-        x::TypeEntry::structure(x::Name(0xf7b62d), x::Name(0xbb9c0b), 50, 5), // HostLowLevelProvisioningManagerDiskLayoutSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf7e42f), x::Name(0xbb9c0b), 55, 2), // HostLowLevelProvisioningManagerFileDeleteResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xf8142d), x::Name(0xbb9c0b), 57, 2), // HostLowLevelProvisioningManagerFileDeleteSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf84230), x::Name(0xbb9c0b), 59, 3), // HostLowLevelProvisioningManagerFileReserveResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xf8732e), x::Name(0xbb9c0b), 62, 4), // HostLowLevelProvisioningManagerFileReserveSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf8a227), 10, 3), // HostLowLevelProvisioningManagerFileType
-        x::TypeEntry::enumeration(x::Name(0xf8ca2b), 13, 2), // HostLowLevelProvisioningManagerReloadTarget
-        x::TypeEntry::structure(x::Name(0xf8f631), x::Name(0xbb9c0b), 66, 4), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf92830), x::Name(0xbb9c0b), 70, 4), // HostLowLevelProvisioningManagerVmMigrationStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0xf9592d), x::Name(0xbb9c0b), 74, 4), // HostLowLevelProvisioningManagerVmRecoveryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf98713), x::Name(0xbb9c0b), 78, 3), // HostMaintenanceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf99b21), x::Name(0xbb9c0b), 81, 1), // HostMaintenanceSpecEvacuationMode: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf9bd1a), 15, 1), // HostMaintenanceSpecPurpose
-        x::TypeEntry::structure(x::Name(0xf9ea1b), x::Name(0xbb9c0b), 82, 1), // HostMemberHealthCheckResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xfa0615), x::Name(0xbb9c0b), 83, 8), // HostMemberRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfa1c21), x::Name(0xf9ea1b), 91, 1), // HostMemberUplinkHealthCheckResult: HostMemberHealthCheckResult
-        x::TypeEntry::structure(x::Name(0xfa3e11), x::Name(0xad70c), 92, 0), // HostMemoryProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xfa500e), x::Name(0xbb9c0b), 92, 1), // HostMemorySpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfa5f13), 16, 4), // HostMemoryTierFlags
-        x::TypeEntry::structure(x::Name(0xfa7312), x::Name(0xbb9c0b), 93, 5), // HostMemoryTierInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfa8612), 20, 4), // HostMemoryTierType
-        x::TypeEntry::enumeration(x::Name(0xfa9915), 24, 3), // HostMemoryTieringType
-        x::TypeEntry::structure(x::Name(0xfac418), x::Name(0xe4580c), 98, 1), // HostMissingNetworksEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xfadd1f), x::Name(0x70950c), 99, 2), // HostMonitoringStateChangedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0xfafd0d), x::Name(0xbb9c0b), 101, 9), // HostMountInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfb0b1f), 27, 3), // HostMountInfoInaccessibleReason
-        x::TypeEntry::enumeration(x::Name(0xfb2b1e), 30, 9), // HostMountInfoMountFailedReason
-        x::TypeEntry::enumeration(x::Name(0xfb4a0d), 39, 2), // HostMountMode
-        x::TypeEntry::structure(x::Name(0xfb5811), x::Name(0xbb9c0b), 110, 1), // HostMultipathInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfb6a27), x::Name(0xfbd522), 111, 1), // HostMultipathInfoFixedLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
-        x::TypeEntry::structure(x::Name(0xfb9225), x::Name(0xfbd522), 112, 5), // HostMultipathInfoHppLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
-        x::TypeEntry::structure(x::Name(0xfbb81c), x::Name(0xbb9c0b), 117, 6), // HostMultipathInfoLogicalUnit: DynamicData
-        x::TypeEntry::structure(x::Name(0xfbd522), x::Name(0xbb9c0b), 123, 1), // HostMultipathInfoLogicalUnitPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xfbf832), x::Name(0xbb9c0b), 124, 1), // HostMultipathInfoLogicalUnitStorageArrayTypePolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc2b15), x::Name(0xbb9c0b), 125, 8), // HostMultipathInfoPath: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc4116), x::Name(0xbb9c0b), 133, 1), // HostMultipathStateInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc581a), x::Name(0xbb9c0b), 134, 2), // HostMultipathStateInfoPath: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc730d), x::Name(0xebd814), 136, 6), // HostNasVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0xfc8113), x::Name(0xbb9c0b), 142, 2), // HostNasVolumeConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfc9519), 41, 4), // HostNasVolumeSecurityType
-        x::TypeEntry::structure(x::Name(0xfcaf11), x::Name(0xbb9c0b), 144, 12), // HostNasVolumeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfcc115), x::Name(0xbb9c0b), 156, 1), // HostNasVolumeUserInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfcd70e), x::Name(0xbb9c0b), 157, 2), // HostNatService: DynamicData
-        x::TypeEntry::structure(x::Name(0xfce614), x::Name(0xbb9c0b), 159, 3), // HostNatServiceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xfcfb1d), x::Name(0xbb9c0b), 162, 8), // HostNatServiceNameServiceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd191d), x::Name(0xbb9c0b), 170, 5), // HostNatServicePortForwardSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd3712), x::Name(0xbb9c0b), 175, 8), // HostNatServiceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd4a13), x::Name(0xbb9c0b), 183, 14), // HostNetCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd5e1a), x::Name(0xbb9c0b), 197, 3), // HostNetOffloadCapabilities: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1113c14), 0, 8), // HostSgxInfoSgxStates
+        x::TypeEntry::structure(x::Name(0x1115117), x::Name(0xbb9c0b), 0, 6), // HostSgxRegistrationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1116929), 8, 3), // HostSgxRegistrationInfoRegistrationStatus
+        x::TypeEntry::enumeration(x::Name(0x1119327), 11, 2), // HostSgxRegistrationInfoRegistrationType
+        x::TypeEntry::structure(x::Name(0x111bb19), x::Name(0xbb9c0b), 6, 5), // HostSharedGpuCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x111d51e), x::Name(0xe4580c), 11, 2), // HostShortNameInconsistentEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0x111f41c), x::Name(0xea3c09), 13, 1), // HostShortNameToIpFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1121111), x::Name(0xea3c09), 14, 1), // HostShutdownEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0x1122317), 13, 3), // HostSnmpAgentCapability
+        x::TypeEntry::structure(x::Name(0x1123b12), x::Name(0xbb9c0b), 15, 5), // HostSnmpConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1124e13), x::Name(0xbb9c0b), 20, 3), // HostSnmpDestination: DynamicData
+        x::TypeEntry::structure(x::Name(0x1126219), x::Name(0xbb9c0b), 23, 5), // HostSnmpSystemAgentLimits: DynamicData
+        x::TypeEntry::request(x::Name(0x1127c22), 28, 3), // HostSpecGetUpdatedHostsRequestType
+        x::TypeEntry::structure(x::Name(0x1129f11), x::Name(0xbb9c0b), 31, 5), // HostSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0x112b11d), x::Name(0xea3c09), 36, 0), // HostSpecificationChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x112cf20), x::Name(0x1d94808), 36, 1), // HostSpecificationOperationFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x112f01d), x::Name(0xea3c09), 37, 0), // HostSpecificationRequireEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1130e1c), x::Name(0xea3c09), 37, 1), // HostSpecificationUpdateEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1132b0f), x::Name(0x1049b15), 38, 2), // HostSriovConfig: HostPciPassthruConfig
+        x::TypeEntry::structure(x::Name(0x1133b17), x::Name(0xbb9c0b), 40, 1), // HostSriovDevicePoolInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x113530d), x::Name(0x104b113), 41, 6), // HostSriovInfo: HostPciPassthruInfo
+        x::TypeEntry::structure(x::Name(0x113611e), x::Name(0x1133b17), 47, 3), // HostSriovNetworkDevicePoolInfo: HostSriovDevicePoolInfo
+        x::TypeEntry::structure(x::Name(0x1138015), x::Name(0xbb9c0b), 50, 3), // HostSslThumbprintInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x113960f), 16, 4), // HostStandbyMode
+        x::TypeEntry::structure(x::Name(0x113a616), x::Name(0x759619), 53, 0), // HostStatusChangedEvent: ClusterStatusChangedEvent
+        x::TypeEntry::structure(x::Name(0x113bd20), x::Name(0xbb9c0b), 53, 1), // HostStorageArrayTypePolicyOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x113de15), x::Name(0xbb9c0b), 54, 7), // HostStorageDeviceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x113f416), x::Name(0xeefb17), 61, 1), // HostStorageElementInfo: HostHardwareElementInfo
+        x::TypeEntry::structure(x::Name(0x1140b1a), x::Name(0xbb9c0b), 62, 2), // HostStorageOperationalInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1142613), 20, 2), // HostStorageProtocol
+        x::TypeEntry::structure(x::Name(0x1143a25), x::Name(0xbb9c0b), 64, 2), // HostStorageSystemDiskLocatorLedResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x114601e), x::Name(0xbb9c0b), 66, 2), // HostStorageSystemScsiLunResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1147f21), x::Name(0xbb9c0b), 68, 2), // HostStorageSystemVmfsVolumeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x114a114), x::Name(0xbb9c0b), 70, 4), // HostSubSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0x114b61f), x::Name(0xea3c09), 74, 1), // HostSubSpecificationDeleteEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x114d61f), x::Name(0xea3c09), 75, 1), // HostSubSpecificationUpdateEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x114f613), x::Name(0xea3c09), 76, 1), // HostSyncFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x115151e), x::Name(0xbb9c0b), 77, 2), // HostSystemComplianceCheckState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1153419), 22, 3), // HostSystemConnectionState
+        x::TypeEntry::structure(x::Name(0x1154e14), x::Name(0xbb9c0b), 79, 1), // HostSystemHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x115631c), x::Name(0xbb9c0b), 80, 2), // HostSystemIdentificationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1158026), 25, 5), // HostSystemIdentificationInfoIdentifier
+        x::TypeEntry::structure(x::Name(0x115a70e), x::Name(0xbb9c0b), 82, 10), // HostSystemInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x115b614), 30, 4), // HostSystemPowerState
+        x::TypeEntry::structure(x::Name(0x115cb17), x::Name(0xbb9c0b), 92, 1), // HostSystemReconnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x115e31a), x::Name(0xbb9c0b), 93, 2), // HostSystemRemediationState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x115fe1f), 34, 6), // HostSystemRemediationStateState
+        x::TypeEntry::structure(x::Name(0x1161e16), x::Name(0xbb9c0b), 95, 3), // HostSystemResourceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x116351b), x::Name(0xbb9c0b), 98, 1), // HostSystemSwapConfiguration: DynamicData
+        x::TypeEntry::structure(x::Name(0x116512a), x::Name(0x117002b), 99, 1), // HostSystemSwapConfigurationDatastoreOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x1167c29), x::Name(0x117002b), 100, 0), // HostSystemSwapConfigurationDisabledOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x116a62a), x::Name(0x117002b), 100, 0), // HostSystemSwapConfigurationHostCacheOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x116d12e), x::Name(0x117002b), 100, 0), // HostSystemSwapConfigurationHostLocalSwapOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x117002b), x::Name(0xbb9c0b), 100, 1), // HostSystemSwapConfigurationSystemSwapOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1172c13), x::Name(0xbb9c0b), 101, 0), // HostTargetTransport: DynamicData
+        x::TypeEntry::structure(x::Name(0x117400a), x::Name(0xefbc12), 101, 1), // HostTcpHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x1174b14), x::Name(0xefaa11), 102, 1), // HostTcpHbaCreateSpec: HostHbaCreateSpec
+        x::TypeEntry::structure(x::Name(0x1176016), x::Name(0x1172c13), 103, 0), // HostTcpTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0x117770b), x::Name(0xbb9c0b), 103, 2), // HostTdxInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1178313), 40, 5), // HostTdxInfoTdxState
+        x::TypeEntry::structure(x::Name(0x1179716), x::Name(0xbb9c0b), 105, 3), // HostTpmAttestationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x117ae26), 45, 2), // HostTpmAttestationInfoAcceptanceStatus
+        x::TypeEntry::structure(x::Name(0x117d518), x::Name(0xbb9c0b), 108, 3), // HostTpmAttestationReport: DynamicData
+        x::TypeEntry::structure(x::Name(0x117ee1f), x::Name(0x1186113), 111, 0), // HostTpmBootCompleteEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1180e25), x::Name(0x1186113), 111, 1), // HostTpmBootSecurityOptionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x118341a), x::Name(0x1186113), 112, 1), // HostTpmCommandEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1184f11), x::Name(0xe73f0e), 113, 1), // HostTpmDigestInfo: HostDigestInfo
+        x::TypeEntry::structure(x::Name(0x1186113), x::Name(0xbb9c0b), 114, 2), // HostTpmEventDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1187514), x::Name(0xbb9c0b), 116, 2), // HostTpmEventLogEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0x1188a18), x::Name(0x1180e25), 118, 0), // HostTpmNvTagEventDetails: HostTpmBootSecurityOptionEventDetails
+        x::TypeEntry::structure(x::Name(0x118a319), x::Name(0x1186113), 118, 2), // HostTpmOptionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x118bd19), x::Name(0x1180e25), 120, 0), // HostTpmSignerEventDetails: HostTpmBootSecurityOptionEventDetails
+        x::TypeEntry::structure(x::Name(0x118d724), x::Name(0x1186113), 120, 4), // HostTpmSoftwareComponentEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x118fc20), x::Name(0x1186113), 124, 1), // HostTpmSystemVersionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1191d1a), x::Name(0x1186113), 125, 1), // HostTpmVersionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1193821), x::Name(0xbb9c0b), 126, 5), // HostTrustAuthorityAttestationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1195a32), 47, 3), // HostTrustAuthorityAttestationInfoAttestationStatus
+        x::TypeEntry::structure(x::Name(0x1198d18), x::Name(0xbb9c0b), 131, 8), // HostUnresolvedVmfsExtent: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x119a628), 50, 2), // HostUnresolvedVmfsExtentUnresolvedReason
+        x::TypeEntry::structure(x::Name(0x119cf21), x::Name(0xbb9c0b), 139, 1), // HostUnresolvedVmfsResignatureSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x119f122), x::Name(0xbb9c0b), 140, 3), // HostUnresolvedVmfsResolutionResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x11a1420), x::Name(0xbb9c0b), 143, 2), // HostUnresolvedVmfsResolutionSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11a3532), 52, 2), // HostUnresolvedVmfsResolutionSpecVmfsUuidResolution
+        x::TypeEntry::structure(x::Name(0x11a6818), x::Name(0xbb9c0b), 145, 5), // HostUnresolvedVmfsVolume: DynamicData
+        x::TypeEntry::structure(x::Name(0x11a8125), x::Name(0xbb9c0b), 150, 3), // HostUnresolvedVmfsVolumeResolveStatus: DynamicData
+        x::TypeEntry::request(x::Name(0x11aa72d), 153, 5), // HostUpdateVStorageObjectMetadataExRequestType
+        x::TypeEntry::request(x::Name(0x11ad52b), 158, 5), // HostUpdateVStorageObjectMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x11b0116), x::Name(0xea3c09), 163, 0), // HostUpgradeFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x11b1820), x::Name(0xea3c09), 163, 0), // HostUserWorldSwapNotEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x11b3926), x::Name(0xbb9c0b), 163, 3), // HostVFlashManagerVFlashCacheConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11b603e), x::Name(0xbb9c0b), 166, 8), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x11b9f26), x::Name(0xbb9c0b), 174, 2), // HostVFlashManagerVFlashCacheConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11bc621), x::Name(0xbb9c0b), 176, 2), // HostVFlashManagerVFlashConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11be829), x::Name(0xbb9c0b), 178, 2), // HostVFlashManagerVFlashResourceConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c1229), x::Name(0xbb9c0b), 180, 1), // HostVFlashManagerVFlashResourceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c3c2a), x::Name(0xbb9c0b), 181, 5), // HostVFlashManagerVFlashResourceRunTimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c6725), x::Name(0xbb9c0b), 186, 3), // HostVFlashResourceConfigurationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c8d18), x::Name(0xbb9c0b), 189, 2), // HostVMotionCompatibility: DynamicData
+        x::TypeEntry::structure(x::Name(0x11ca611), x::Name(0xbb9c0b), 191, 2), // HostVMotionConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x11cb80f), x::Name(0xbb9c0b), 193, 2), // HostVMotionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11cc827), x::Name(0xbb9c0b), 195, 10), // HostVMotionManagerDstInstantCloneResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x11cf027), x::Name(0xbb9c0b), 205, 5), // HostVMotionManagerSrcInstantCloneResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x11d1814), x::Name(0xbb9c0b), 210, 2), // HostVMotionNetConfig: DynamicData
+        x::TypeEntry::request(x::Name(0x11d2d33), 212, 12), // HostVStorageObjectCreateDiskFromSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x11d612b), 224, 4), // HostVStorageObjectCreateSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x11d8d2b), 228, 4), // HostVStorageObjectDeleteSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x11db931), 232, 3), // HostVStorageObjectRetrieveSnapshotInfoRequestType
+        x::TypeEntry::request(x::Name(0x11deb23), 235, 4), // HostVStorageObjectRevertRequestType
+        x::TypeEntry::structure(x::Name(0x11e0f0e), x::Name(0xebd814), 239, 0), // HostVfatVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x11e1e0c), x::Name(0xbb9c0b), 239, 4), // HostVffsSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e2b0e), x::Name(0xebd814), 243, 4), // HostVffsVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x11e3a0e), x::Name(0xbb9c0b), 247, 6), // HostVirtualNic: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e4914), x::Name(0xbb9c0b), 253, 4), // HostVirtualNicConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e5e18), x::Name(0xbb9c0b), 257, 3), // HostVirtualNicConnection: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e7719), x::Name(0xbb9c0b), 260, 1), // HostVirtualNicIpRouteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e9119), x::Name(0xbb9c0b), 261, 1), // HostVirtualNicManagerInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11eab1c), 54, 15), // HostVirtualNicManagerNicType
+        x::TypeEntry::structure(x::Name(0x11ec825), x::Name(0xbb9c0b), 262, 2), // HostVirtualNicManagerNicTypeSelection: DynamicData
+        x::TypeEntry::structure(x::Name(0x11eee1f), x::Name(0xbb9c0b), 264, 2), // HostVirtualNicOpaqueNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11f0e12), x::Name(0xbb9c0b), 266, 13), // HostVirtualNicSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11f2111), x::Name(0xbb9c0b), 279, 8), // HostVirtualSwitch: DynamicData
+        x::TypeEntry::structure(x::Name(0x11f331b), x::Name(0x11f8917), 287, 1), // HostVirtualSwitchAutoBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x11f4f1d), x::Name(0xbb9c0b), 288, 1), // HostVirtualSwitchBeaconConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x11f6d1b), x::Name(0x11f8917), 289, 3), // HostVirtualSwitchBondBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x11f8917), x::Name(0xbb9c0b), 292, 0), // HostVirtualSwitchBridge: DynamicData
+        x::TypeEntry::structure(x::Name(0x11fa117), x::Name(0xbb9c0b), 292, 3), // HostVirtualSwitchConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x11fb91d), x::Name(0x11f8917), 295, 1), // HostVirtualSwitchSimpleBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x11fd715), x::Name(0xbb9c0b), 296, 4), // HostVirtualSwitchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11fed1f), x::Name(0xbb9c0b), 300, 3), // HostVmciAccessManagerAccessSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1200d19), 69, 3), // HostVmciAccessManagerMode
+        x::TypeEntry::structure(x::Name(0x1202714), x::Name(0xbb9c0b), 303, 2), // HostVmfsRescanResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1203c0c), x::Name(0xbb9c0b), 305, 8), // HostVmfsSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x120490e), x::Name(0xebd814), 313, 15), // HostVmfsVolume: HostFileSystemVolume
+        x::TypeEntry::enumeration(x::Name(0x1205822), 72, 2), // HostVmfsVolumeUnmapBandwidthPolicy
+        x::TypeEntry::enumeration(x::Name(0x1207b1b), 74, 2), // HostVmfsVolumeUnmapPriority
+        x::TypeEntry::structure(x::Name(0x1209728), x::Name(0xea3c09), 328, 2), // HostVnicConnectedToCustomizedDVPortEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x120c020), x::Name(0xbb9c0b), 330, 3), // HostVsanInternalSystemCmmdsQuery: DynamicData
+        x::TypeEntry::structure(x::Name(0x120e12d), x::Name(0xbb9c0b), 333, 3), // HostVsanInternalSystemDeleteVsanObjectsResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1210f2f), x::Name(0xbb9c0b), 336, 2), // HostVsanInternalSystemVsanObjectOperationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1213f37), x::Name(0xbb9c0b), 338, 3), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x121770b), x::Name(0xbb9c0b), 341, 3), // HostVvolNQN: DynamicData
+        x::TypeEntry::structure(x::Name(0x121830e), x::Name(0xebd814), 344, 8), // HostVvolVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x1219219), x::Name(0xbb9c0b), 352, 2), // HostVvolVolumeHostVvolNQN: DynamicData
+        x::TypeEntry::structure(x::Name(0x121ac1b), x::Name(0xbb9c0b), 354, 6), // HostVvolVolumeSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0x121c813), x::Name(0xea3c09), 360, 4), // HostWwnChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x121dc14), x::Name(0xea3c09), 364, 3), // HostWwnConflictEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x121f11b), x::Name(0x1a7f418), 367, 0), // HotSnapshotMoveNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1220d13), x::Name(0x182de16), 367, 1), // HourlyTaskScheduler: RecurrentTaskScheduler
+        x::TypeEntry::structure(x::Name(0x1222109), x::Name(0x1d94808), 368, 2), // HttpFault: VimFault
+        x::TypeEntry::request(x::Name(0x1222b1c), 370, 2), // HttpNfcLeaseAbortRequestType
+        x::TypeEntry::structure(x::Name(0x1224818), x::Name(0xbb9c0b), 372, 2), // HttpNfcLeaseCapabilities: DynamicData
+        x::TypeEntry::request(x::Name(0x122611f), 374, 1), // HttpNfcLeaseCompleteRequestType
+        x::TypeEntry::structure(x::Name(0x122811e), x::Name(0xbb9c0b), 375, 2), // HttpNfcLeaseDatastoreLeaseInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x122a015), x::Name(0xbb9c0b), 377, 9), // HttpNfcLeaseDeviceUrl: DynamicData
+        x::TypeEntry::request(x::Name(0x122b622), 386, 1), // HttpNfcLeaseGetManifestRequestType
+        x::TypeEntry::structure(x::Name(0x122d914), x::Name(0xbb9c0b), 387, 2), // HttpNfcLeaseHostInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x122ee10), x::Name(0xbb9c0b), 389, 6), // HttpNfcLeaseInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x122ff19), x::Name(0xbb9c0b), 395, 8), // HttpNfcLeaseManifestEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1231925), 76, 2), // HttpNfcLeaseManifestEntryChecksumType
+        x::TypeEntry::enumeration(x::Name(0x1233f10), 78, 2), // HttpNfcLeaseMode
+        x::TypeEntry::structure(x::Name(0x1235017), x::Name(0xbb9c0b), 403, 1), // HttpNfcLeaseProbeResult: DynamicData
+        x::TypeEntry::request(x::Name(0x1236820), 404, 3), // HttpNfcLeaseProbeUrlsRequestType
+        x::TypeEntry::request(x::Name(0x123891f), 407, 2), // HttpNfcLeaseProgressRequestType
+        x::TypeEntry::request(x::Name(0x123a923), 409, 2), // HttpNfcLeasePullFromUrlsRequestType
     ],
     decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x3175505), x::Name(0xf5c510)), // route: HostIpRouteEntry
-        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0xf5d60d)), // ipRoute: HostIpRouteOp
-        x::FieldEntry::repeated(x::Name(0x2b19709), x::Name(0xf5d60d)), // ipv6Route: HostIpRouteOp
-        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0xf5c510)), // ipRoute: HostIpRouteEntry
-        x::FieldEntry::repeated(x::Name(0x2b19709), x::Name(0xf5c510)), // ipv6Route: HostIpRouteEntry
-        x::FieldEntry::optional(x::Name(0x240380c), x::Name(0x3344606)), // bmcIpAddress: string
-        x::FieldEntry::optional(x::Name(0x240450d), x::Name(0x3344606)), // bmcMacAddress: string
-        x::FieldEntry::optional(x::Name(0x2be0805), x::Name(0x3344606)), // login: string
-        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
-        x::FieldEntry::required(x::Name(0x2b4400b), x::Name(0x3344606)), // isolationIp: string
-        x::FieldEntry::repeated(x::Name(0x312e808), x::Name(0x134090b)), // resource: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x2b93107), x::Name(0x138cb19)), // license: LicenseManagerLicenseInfo
-        x::FieldEntry::required(x::Name(0x2816a0a), x::Name(0x138ae1c)), // evaluation: LicenseManagerEvaluationInfo
-        x::FieldEntry::optional(x::Name(0x312e808), x::Name(0xf6591a)), // resource: HostLicensableResourceInfo
-        x::FieldEntry::optional(x::Name(0x3281906), x::Name(0x139ef0d)), // source: LicenseSource
-        x::FieldEntry::optional(x::Name(0x278f30a), x::Name(0x3344606)), // editionKey: string
-        x::FieldEntry::repeated(x::Name(0x26ec112), x::Name(0x3344606)), // disabledFeatureKey: string
-        x::FieldEntry::repeated(x::Name(0x27afa11), x::Name(0x3344606)), // enabledFeatureKey: string
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2976808), x::Name(0xef5513)), // hardware: HostHardwareSummary
-        x::FieldEntry::optional(x::Name(0x3181d07), x::Name(0x10e410f)), // runtime: HostRuntimeInfo
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xe1f911)), // config: HostConfigSummary
-        x::FieldEntry::required(x::Name(0x305790a), x::Name(0xf6fb19)), // quickStats: HostListSummaryQuickStats
-        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x307840e), x::Name(0x2405e07)), // rebootRequired: boolean
-        x::FieldEntry::repeated(x::Name(0x3079314), x::Name(0x13d2d12)), // rebootRequiredReason: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x2bfae17), x::Name(0x2405e07)), // maintenanceModeRequired: boolean
-        x::FieldEntry::repeated(x::Name(0x25b920b), x::Name(0x87c010)), // customValue: CustomFieldValue
-        x::FieldEntry::optional(x::Name(0x2c06e12), x::Name(0x3344606)), // managementServerIp: string
-        x::FieldEntry::optional(x::Name(0x2c2520d), x::Name(0x3344606)), // maxEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x259f419), x::Name(0x3344606)), // currentEVCGraphicsModeKey: string
-        x::FieldEntry::optional(x::Name(0x290e007), x::Name(0xf6dd1d)), // gateway: HostListSummaryGatewaySummary
-        x::FieldEntry::optional(x::Name(0x343f30e), x::Name(0x1179716)), // tpmAttestation: HostTpmAttestationInfo
-        x::FieldEntry::repeated(x::Name(0x346011e), x::Name(0x1193821)), // trustAuthorityAttestationInfos: HostTrustAuthorityAttestationInfo
-        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
-        x::FieldEntry::required(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
-        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2a94603)), // overallCpuUsage: int
-        x::FieldEntry::optional(x::Name(0x2ed0912), x::Name(0x2a94603)), // overallMemoryUsage: int
-        x::FieldEntry::optional(x::Name(0x272ab16), x::Name(0x2a94603)), // distributedCpuFairness: int
-        x::FieldEntry::optional(x::Name(0x272df19), x::Name(0x2a94603)), // distributedMemoryFairness: int
-        x::FieldEntry::optional(x::Name(0x23c1a15), x::Name(0x2a94603)), // availablePMemCapacity: int
-        x::FieldEntry::optional(x::Name(0x34d5606), x::Name(0x2a94603)), // uptime: int
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x2bc8f09), x::Name(0x3344606)), // localPath: string
-        x::FieldEntry::required(x::Name(0x29d9e0d), x::Name(0x91c914)), // hostLocalPort: DVSHostLocalPortInfo
-        x::FieldEntry::required(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
-        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
-        x::FieldEntry::required(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
-        x::FieldEntry::required(x::Name(0x32c490b), x::Name(0x3344606)), // srcFilename: string
-        x::FieldEntry::required(x::Name(0x276260b), x::Name(0x3344606)), // dstFilename: string
-        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
-        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x3344606)), // fileType: string
-        x::FieldEntry::required(x::Name(0x23eb708), x::Name(0x3344606)), // baseName: string
-        x::FieldEntry::required(x::Name(0x2f02809), x::Name(0x3344606)), // parentDir: string
-        x::FieldEntry::required(x::Name(0x3123a0c), x::Name(0x3344606)), // reservedName: string
-        x::FieldEntry::required(x::Name(0x23eb708), x::Name(0x3344606)), // baseName: string
-        x::FieldEntry::required(x::Name(0x2f02809), x::Name(0x3344606)), // parentDir: string
-        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x3344606)), // fileType: string
-        x::FieldEntry::required(x::Name(0x333210e), x::Name(0x3344606)), // storageProfile: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x32c490b), x::Name(0x3344606)), // srcFilename: string
-        x::FieldEntry::required(x::Name(0x276260b), x::Name(0x3344606)), // dstFilename: string
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0xf7b62d)), // disk: HostLowLevelProvisioningManagerDiskLayoutSpec
-        x::FieldEntry::required(x::Name(0x2cb210b), x::Name(0x2be5304)), // migrationId: long
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x2405e07)), // source: boolean
-        x::FieldEntry::required(x::Name(0x2523314), x::Name(0x2405e07)), // consideredSuccessful: boolean
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x23f7208), x::Name(0x3344606)), // biosUUID: string
-        x::FieldEntry::required(x::Name(0x2a8bc0c), x::Name(0x3344606)), // instanceUUID: string
-        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x3688208), x::Name(0x223ed18)), // vsanMode: VsanHostDecommissionMode
-        x::FieldEntry::optional(x::Name(0x3040107), x::Name(0x3344606)), // purpose: string
-        x::FieldEntry::optional(x::Name(0x2813b08), x::Name(0xf99b21)), // evacMode: HostMaintenanceSpecEvacuationMode
-        x::FieldEntry::required(x::Name(0x36fb315), x::Name(0x2405e07)), // workloadNonDisruptive: boolean
-        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
         x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::optional(x::Name(0x3319d0c), x::Name(0x3344606)), // statusDetail: string
-        x::FieldEntry::optional(x::Name(0x2ddbc0a), x::Name(0x3344606)), // nsxtStatus: string
-        x::FieldEntry::optional(x::Name(0x2ddc710), x::Name(0x3344606)), // nsxtStatusDetail: string
-        x::FieldEntry::repeated(x::Name(0x299d411), x::Name(0xf9ea1b)), // healthCheckResult: HostMemberHealthCheckResult
-        x::FieldEntry::repeated(x::Name(0x2a0130f), x::Name(0xaba331)), // hostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
-        x::FieldEntry::optional(x::Name(0x29ebb17), x::Name(0xab2939)), // hostPerfNicOffloadState: DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
-        x::FieldEntry::required(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
-        x::FieldEntry::optional(x::Name(0x31ecc19), x::Name(0x2be5304)), // serviceConsoleReservation: long
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::repeated(x::Name(0x28c4305), x::Name(0x3344606)), // flags: string
-        x::FieldEntry::repeated(x::Name(0x2aa390d), x::Name(0x3344606)), // internalFlags: string
-        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
-        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
-        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0x3344606)), // accessMode: string
-        x::FieldEntry::optional(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
-        x::FieldEntry::optional(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
-        x::FieldEntry::optional(x::Name(0x2a4d012), x::Name(0x3344606)), // inaccessibleReason: string
-        x::FieldEntry::optional(x::Name(0x3649c0a), x::Name(0x3344606)), // vmknicName: string
-        x::FieldEntry::optional(x::Name(0x3644b0c), x::Name(0x2405e07)), // vmknicActive: boolean
-        x::FieldEntry::optional(x::Name(0x2ce3f11), x::Name(0x3344606)), // mountFailedReason: string
-        x::FieldEntry::optional(x::Name(0x2e2b011), x::Name(0x2a94603)), // numTcpConnections: int
-        x::FieldEntry::repeated(x::Name(0x2bee303), x::Name(0xfbb81c)), // lun: HostMultipathInfoLogicalUnit
-        x::FieldEntry::required(x::Name(0x2fd8906), x::Name(0x3344606)), // prefer: string
-        x::FieldEntry::optional(x::Name(0x2420b05), x::Name(0x2be5304)), // bytes: long
-        x::FieldEntry::optional(x::Name(0x2ad6904), x::Name(0x2be5304)), // iops: long
-        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::optional(x::Name(0x2b7f90f), x::Name(0x2be5304)), // latencyEvalTime: long
-        x::FieldEntry::optional(x::Name(0x318c212), x::Name(0x2be5304)), // samplingIosPerPath: long
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
-        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0xfc2b15)), // path: HostMultipathInfoPath
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfbd522)), // policy: HostMultipathInfoLogicalUnitPolicy
-        x::FieldEntry::optional(x::Name(0x3323416), x::Name(0xfbf832)), // storageArrayTypePolicy: HostMultipathInfoLogicalUnitStorageArrayTypePolicy
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2f22d09), x::Name(0x3344606)), // pathState: string
-        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::optional(x::Name(0x2b3a30d), x::Name(0x2405e07)), // isWorkingPath: boolean
-        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
-        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
-        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
-        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0xfc581a)), // path: HostMultipathStateInfoPath
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2f22d09), x::Name(0x3344606)), // pathState: string
-        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
-        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::repeated(x::Name(0x30d1c0f), x::Name(0x3344606)), // remoteHostNames: string
-        x::FieldEntry::optional(x::Name(0x31cc60c), x::Name(0x3344606)), // securityType: string
-        x::FieldEntry::optional(x::Name(0x302ae10), x::Name(0x2405e07)), // protocolEndpoint: boolean
-        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
-        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xfcaf11)), // spec: HostNasVolumeSpec
-        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
-        x::FieldEntry::required(x::Name(0x2bc8f09), x::Name(0x3344606)), // localPath: string
-        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0x3344606)), // accessMode: string
+        x::FieldEntry::optional(x::Name(0x23f5f09), x::Name(0x2a94603)), // biosError: int
+        x::FieldEntry::optional(x::Name(0x30b920f), x::Name(0x3344606)), // registrationUrl: string
         x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
-        x::FieldEntry::repeated(x::Name(0x30d1c0f), x::Name(0x3344606)), // remoteHostNames: string
-        x::FieldEntry::optional(x::Name(0x31cc60c), x::Name(0x3344606)), // securityType: string
-        x::FieldEntry::optional(x::Name(0x364b60c), x::Name(0x3344606)), // vmknicToBind: string
-        x::FieldEntry::optional(x::Name(0x364850b), x::Name(0x2405e07)), // vmknicBound: boolean
-        x::FieldEntry::optional(x::Name(0x252270b), x::Name(0x2a94603)), // connections: int
-        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
+        x::FieldEntry::optional(x::Name(0x2fca204), x::Name(0x3344606)), // ppid: string
+        x::FieldEntry::optional(x::Name(0x2b78312), x::Name(0x2607608)), // lastRegisteredTime: dateTime
+        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
+        x::FieldEntry::required(x::Name(0x271d915), x::Name(0x2405e07)), // diskSnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c8be17), x::Name(0x2405e07)), // memorySnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x33a1410), x::Name(0x2405e07)), // suspendSupported: boolean
+        x::FieldEntry::required(x::Name(0x2caf310), x::Name(0x2405e07)), // migrateSupported: boolean
+        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
+        x::FieldEntry::required(x::Name(0x3227a0a), x::Name(0x3344606)), // shortName2: string
+        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::repeated(x::Name(0x306bb13), x::Name(0x3344606)), // readOnlyCommunities: string
+        x::FieldEntry::repeated(x::Name(0x345700b), x::Name(0x1124e13)), // trapTargets: HostSnmpDestination
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x134dd08)), // option: KeyValue
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x24c4209), x::Name(0x3344606)), // community: string
+        x::FieldEntry::required(x::Name(0x2c42d16), x::Name(0x2a94603)), // maxReadOnlyCommunities: int
+        x::FieldEntry::required(x::Name(0x2c58113), x::Name(0x2a94603)), // maxTrapDestinations: int
+        x::FieldEntry::required(x::Name(0x2c20b12), x::Name(0x2a94603)), // maxCommunityLength: int
+        x::FieldEntry::required(x::Name(0x2c1fd0d), x::Name(0x2a94603)), // maxBufferSize: int
+        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0x1122317)), // capability: HostSnmpAgentCapability
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32eb60d), x::Name(0x3344606)), // startChangeID: string
+        x::FieldEntry::optional(x::Name(0x27d3e0b), x::Name(0x3344606)), // endChangeID: string
+        x::FieldEntry::required(x::Name(0x258360b), x::Name(0x2607608)), // createdTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2b7410c), x::Name(0x2607608)), // lastModified: dateTime
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3349908), x::Name(0x114a114)), // subSpecs: HostSubSpecification
+        x::FieldEntry::optional(x::Name(0x245e708), x::Name(0x3344606)), // changeID: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29f8908), x::Name(0x1129f11)), // hostSpec: HostSpecification
+        x::FieldEntry::required(x::Name(0x32d0b0c), x::Name(0x2405e07)), // sriovEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2e31112), x::Name(0x2a94603)), // numVirtualFunction: int
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfd3712)), // spec: HostNatServiceSpec
-        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x32d0b0c), x::Name(0x2405e07)), // sriovEnabled: boolean
+        x::FieldEntry::required(x::Name(0x32cee0c), x::Name(0x2405e07)), // sriovCapable: boolean
+        x::FieldEntry::required(x::Name(0x32cd50b), x::Name(0x2405e07)), // sriovActive: boolean
+        x::FieldEntry::required(x::Name(0x2e3241b), x::Name(0x2a94603)), // numVirtualFunctionRequested: int
+        x::FieldEntry::required(x::Name(0x2e31112), x::Name(0x2a94603)), // numVirtualFunction: int
+        x::FieldEntry::required(x::Name(0x2c5f41b), x::Name(0x2a94603)), // maxVirtualFunctionSupported: int
+        x::FieldEntry::optional(x::Name(0x33b5509), x::Name(0x3344606)), // switchKey: string
+        x::FieldEntry::optional(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x163e40b)), // pnic: PhysicalNic
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::optional(x::Name(0x2edff08), x::Name(0x3344606)), // ownerTag: string
+        x::FieldEntry::repeated(x::Name(0x32dc20e), x::Name(0x3344606)), // sslThumbprints: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xbdad12)), // policy: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x29bcc0e), x::Name(0xefbc12)), // hostBusAdapter: HostHostBusAdapter
+        x::FieldEntry::repeated(x::Name(0x31aec07), x::Name(0x19e5a07)), // scsiLun: ScsiLun
+        x::FieldEntry::optional(x::Name(0x31b040c), x::Name(0x10fa310)), // scsiTopology: HostScsiTopology
+        x::FieldEntry::optional(x::Name(0x2e5990c), x::Name(0x101b610)), // nvmeTopology: HostNvmeTopology
+        x::FieldEntry::optional(x::Name(0x2cfe90d), x::Name(0xfb5811)), // multipathInfo: HostMultipathInfo
+        x::FieldEntry::optional(x::Name(0x2f79611), x::Name(0x1056c15)), // plugStoreTopology: HostPlugStoreTopology
+        x::FieldEntry::required(x::Name(0x327221b), x::Name(0x2405e07)), // softwareInternetScsiEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2e9150f), x::Name(0x1140b1a)), // operationalInfo: HostStorageOperationalInfo
+        x::FieldEntry::required(x::Name(0x3022a08), x::Name(0x3344606)), // property: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfd3712)), // spec: HostNatServiceSpec
-        x::FieldEntry::required(x::Name(0x273580d), x::Name(0x2405e07)), // dnsAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x273a309), x::Name(0x3344606)), // dnsPolicy: string
-        x::FieldEntry::required(x::Name(0x273ad0a), x::Name(0x2a94603)), // dnsRetries: int
-        x::FieldEntry::required(x::Name(0x273e20a), x::Name(0x2a94603)), // dnsTimeout: int
-        x::FieldEntry::repeated(x::Name(0x273950d), x::Name(0x3344606)), // dnsNameServer: string
-        x::FieldEntry::required(x::Name(0x2d24c0b), x::Name(0x2a94603)), // nbdsTimeout: int
-        x::FieldEntry::required(x::Name(0x2d25d0b), x::Name(0x2a94603)), // nbnsRetries: int
-        x::FieldEntry::required(x::Name(0x2d2690b), x::Name(0x2a94603)), // nbnsTimeout: int
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x29ee608), x::Name(0x2a94603)), // hostPort: int
-        x::FieldEntry::required(x::Name(0x2953609), x::Name(0x2a94603)), // guestPort: int
-        x::FieldEntry::required(x::Name(0x2947d0e), x::Name(0x3344606)), // guestIpAddress: string
-        x::FieldEntry::required(x::Name(0x35a4e0d), x::Name(0x3344606)), // virtualSwitch: string
-        x::FieldEntry::required(x::Name(0x22e0909), x::Name(0x2405e07)), // activeFtp: boolean
-        x::FieldEntry::required(x::Name(0x232520b), x::Name(0x2405e07)), // allowAnyOui: boolean
-        x::FieldEntry::required(x::Name(0x24f500a), x::Name(0x2405e07)), // configPort: boolean
-        x::FieldEntry::required(x::Name(0x2adef10), x::Name(0x3344606)), // ipGatewayAddress: string
-        x::FieldEntry::required(x::Name(0x347570a), x::Name(0x2a94603)), // udpTimeout: int
-        x::FieldEntry::repeated(x::Name(0x2f98f0b), x::Name(0xfd191d)), // portForward: HostNatServicePortForwardSpec
-        x::FieldEntry::optional(x::Name(0x2d1430b), x::Name(0xfcfb1d)), // nameService: HostNatServiceNameServiceSpec
-        x::FieldEntry::required(x::Name(0x243591a), x::Name(0x2405e07)), // canSetPhysicalNicLinkSpeed: boolean
-        x::FieldEntry::required(x::Name(0x3390d12), x::Name(0x2405e07)), // supportsNicTeaming: boolean
-        x::FieldEntry::repeated(x::Name(0x2d99010), x::Name(0x3344606)), // nicTeamingPolicy: string
-        x::FieldEntry::required(x::Name(0x3397f0c), x::Name(0x2405e07)), // supportsVlan: boolean
-        x::FieldEntry::required(x::Name(0x350eb15), x::Name(0x2405e07)), // usesServiceConsoleNic: boolean
-        x::FieldEntry::required(x::Name(0x338f814), x::Name(0x2405e07)), // supportsNetworkHints: boolean
-        x::FieldEntry::optional(x::Name(0x2c3ee17), x::Name(0x2a94603)), // maxPortGroupsPerVswitch: int
-        x::FieldEntry::required(x::Name(0x36a8816), x::Name(0x2405e07)), // vswitchConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x3663913), x::Name(0x2405e07)), // vnicConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2aea716), x::Name(0x2405e07)), // ipRouteConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2737012), x::Name(0x2405e07)), // dnsConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x26b4d13), x::Name(0x2405e07)), // dhcpOnVnicSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2af7b0d), x::Name(0x2405e07)), // ipV6Supported: boolean
-        x::FieldEntry::optional(x::Name(0x23d8116), x::Name(0x2405e07)), // backupNfcNiocSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2592b0b), x::Name(0x2405e07)), // csumOffload: boolean
-        x::FieldEntry::optional(x::Name(0x33f0a0f), x::Name(0x2405e07)), // tcpSegmentation: boolean
-        x::FieldEntry::optional(x::Name(0x370a40c), x::Name(0x2405e07)), // zeroCopyXmit: boolean
+        x::FieldEntry::required(x::Name(0x258360b), x::Name(0x2607608)), // createdTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x25ddf04), x::Name(0x2420604)), // data: byte
+        x::FieldEntry::optional(x::Name(0x23f4f0a), x::Name(0x23e790c)), // binaryData: base64Binary
+        x::FieldEntry::required(x::Name(0x3348d0b), x::Name(0x3344606)), // subSpecName: string
+        x::FieldEntry::required(x::Name(0x29fb70b), x::Name(0x114a114)), // hostSubSpec: HostSubSpecification
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x247d109), x::Name(0x2607608)), // checkTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x2e4b111), x::Name(0x1002315)), // numericSensorInfo: HostNumericSensorInfo
+        x::FieldEntry::required(x::Name(0x2a32a0f), x::Name(0x3344606)), // identifierValue: string
+        x::FieldEntry::required(x::Name(0x2a31b0e), x::Name(0xbdad12)), // identifierType: ElementDescription
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x2ec1914), x::Name(0x115631c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
+        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::repeated(x::Name(0x304850d), x::Name(0x10b2111)), // qualifiedName: HostQualifiedName
+        x::FieldEntry::optional(x::Name(0x36ac20b), x::Name(0x10b2111)), // vvolHostNQN: HostQualifiedName
+        x::FieldEntry::optional(x::Name(0x36ab70a), x::Name(0x3344606)), // vvolHostId: string
+        x::FieldEntry::optional(x::Name(0x240660f), x::Name(0x3344606)), // bootCommandLine: string
+        x::FieldEntry::optional(x::Name(0x33b9d09), x::Name(0x2405e07)), // syncState: boolean
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x2e8f90d), x::Name(0x2607608)), // operationTime: dateTime
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x24ea506), x::Name(0x191bc12)), // config: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x1161e16)), // child: HostSystemResourceInfo
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x117002b)), // option: HostSystemSwapConfigurationSystemSwapOption
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x3344606)), // datastore: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x238260e), x::Name(0x3344606)), // associatedPnic: string
+        x::FieldEntry::required(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::required(x::Name(0x33f2d08), x::Name(0x3344606)), // tdxState: string
+        x::FieldEntry::required(x::Name(0x2e28e13), x::Name(0x2a94603)), // numTDXPrivateKeyIDs: int
+        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x117ae26)), // status: HostTpmAttestationInfoAcceptanceStatus
+        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x3441b0c), x::Name(0x1184f11)), // tpmPcrValues: HostTpmDigestInfo
+        x::FieldEntry::repeated(x::Name(0x3440209), x::Name(0x1187514)), // tpmEvents: HostTpmEventLogEntry
+        x::FieldEntry::required(x::Name(0x3440c0e), x::Name(0x2405e07)), // tpmLogReliable: boolean
+        x::FieldEntry::required(x::Name(0x2410212), x::Name(0x3344606)), // bootSecurityOption: string
+        x::FieldEntry::required(x::Name(0x24bd80b), x::Name(0x3344606)), // commandLine: string
+        x::FieldEntry::required(x::Name(0x2f2dc09), x::Name(0x2a94603)), // pcrNumber: int
+        x::FieldEntry::repeated(x::Name(0x25e2608), x::Name(0x2420604)), // dataHash: byte
+        x::FieldEntry::optional(x::Name(0x25e2f0e), x::Name(0x3344606)), // dataHashMethod: string
+        x::FieldEntry::required(x::Name(0x2f2d308), x::Name(0x2a94603)), // pcrIndex: int
+        x::FieldEntry::required(x::Name(0x281bf0c), x::Name(0x1186113)), // eventDetails: HostTpmEventDetails
+        x::FieldEntry::required(x::Name(0x2e9be0f), x::Name(0x3344606)), // optionsFileName: string
+        x::FieldEntry::repeated(x::Name(0x2409d0b), x::Name(0x2420604)), // bootOptions: byte
+        x::FieldEntry::required(x::Name(0x24ddb0d), x::Name(0x3344606)), // componentName: string
+        x::FieldEntry::required(x::Name(0x356a707), x::Name(0x3344606)), // vibName: string
+        x::FieldEntry::required(x::Name(0x356d40a), x::Name(0x3344606)), // vibVersion: string
+        x::FieldEntry::required(x::Name(0x356ca09), x::Name(0x3344606)), // vibVendor: string
+        x::FieldEntry::required(x::Name(0x33d1c0d), x::Name(0x3344606)), // systemVersion: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x23e790c)), // version: base64Binary
+        x::FieldEntry::required(x::Name(0x238a611), x::Name(0x3344606)), // attestationStatus: string
+        x::FieldEntry::optional(x::Name(0x31f2309), x::Name(0x3344606)), // serviceId: string
+        x::FieldEntry::optional(x::Name(0x238c10a), x::Name(0x2607608)), // attestedAt: dateTime
+        x::FieldEntry::optional(x::Name(0x238cc0d), x::Name(0x2607608)), // attestedUntil: dateTime
+        x::FieldEntry::repeated(x::Name(0x2c9d108), x::Name(0x13d2d12)), // messages: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x10f8d15)), // device: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2b2b50c), x::Name(0x2405e07)), // isHeadExtent: boolean
+        x::FieldEntry::required(x::Name(0x2ea8e07), x::Name(0x2a94603)), // ordinal: int
+        x::FieldEntry::required(x::Name(0x32eab0a), x::Name(0x2a94603)), // startBlock: int
+        x::FieldEntry::required(x::Name(0x27d3508), x::Name(0x2a94603)), // endBlock: int
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::repeated(x::Name(0x284be10), x::Name(0x3344606)), // extentDevicePath: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11a1420)), // spec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::optional(x::Name(0x3630f04), x::Name(0x120490e)), // vmfs: HostVmfsVolume
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x284be10), x::Name(0x3344606)), // extentDevicePath: string
+        x::FieldEntry::required(x::Name(0x3511f0e), x::Name(0x3344606)), // uuidResolution: string
+        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x1198d18)), // extent: HostUnresolvedVmfsExtent
+        x::FieldEntry::required(x::Name(0x3636809), x::Name(0x3344606)), // vmfsLabel: string
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x343140b), x::Name(0x2a94603)), // totalBlocks: int
+        x::FieldEntry::required(x::Name(0x312da0d), x::Name(0x11a8125)), // resolveStatus: HostUnresolvedVmfsVolumeResolveStatus
+        x::FieldEntry::required(x::Name(0x312cf0a), x::Name(0x2405e07)), // resolvable: boolean
+        x::FieldEntry::optional(x::Name(0x2a5fa11), x::Name(0x2405e07)), // incompleteExtents: boolean
+        x::FieldEntry::optional(x::Name(0x2d0060e), x::Name(0x2405e07)), // multipleCopies: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
+        x::FieldEntry::repeated(x::Name(0x265250a), x::Name(0x3344606)), // deleteKeys: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
+        x::FieldEntry::repeated(x::Name(0x265250a), x::Name(0x3344606)), // deleteKeys: string
+        x::FieldEntry::repeated(x::Name(0x3523018), x::Name(0x11b603e)), // vFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::FieldEntry::optional(x::Name(0x2648113), x::Name(0x3344606)), // defaultVFlashModule: string
+        x::FieldEntry::optional(x::Name(0x33ab818), x::Name(0x2be5304)), // swapCacheReservationInGB: long
+        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
+        x::FieldEntry::required(x::Name(0x3524913), x::Name(0x3344606)), // vFlashModuleVersion: string
+        x::FieldEntry::required(x::Name(0x2cbc819), x::Name(0x3344606)), // minSupportedModuleVersion: string
+        x::FieldEntry::required(x::Name(0x2430014), x::Name(0x65700c)), // cacheConsistencyType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2431509), x::Name(0x65700c)), // cacheMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x23ff613), x::Name(0x13e720a)), // blockSizeInKBOption: LongOption
+        x::FieldEntry::required(x::Name(0x311b415), x::Name(0x13e720a)), // reservationInMBOption: LongOption
+        x::FieldEntry::required(x::Name(0x2c2420f), x::Name(0x2be5304)), // maxDiskSizeInKB: long
+        x::FieldEntry::required(x::Name(0x2648113), x::Name(0x3344606)), // defaultVFlashModule: string
+        x::FieldEntry::required(x::Name(0x33ab818), x::Name(0x2be5304)), // swapCacheReservationInGB: long
+        x::FieldEntry::optional(x::Name(0x3525d18), x::Name(0x11be829)), // vFlashResourceConfigInfo: HostVFlashManagerVFlashResourceConfigInfo
+        x::FieldEntry::optional(x::Name(0x351bf15), x::Name(0x11b3926)), // vFlashCacheConfigInfo: HostVFlashManagerVFlashCacheConfigInfo
+        x::FieldEntry::optional(x::Name(0x3562704), x::Name(0x11e2b0e)), // vffs: HostVffsVolume
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x34dbb05), x::Name(0x2be5304)), // usage: long
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::required(x::Name(0x2440212), x::Name(0x2be5304)), // capacityForVmCache: long
+        x::FieldEntry::required(x::Name(0x28d950e), x::Name(0x2be5304)), // freeForVmCache: long
+        x::FieldEntry::repeated(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x3562704), x::Name(0x11e2b0e)), // vffs: HostVffsVolume
+        x::FieldEntry::repeated(x::Name(0x2701b17), x::Name(0xe7d81b)), // diskConfigurationResult: HostDiskConfigurationResult
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24cc50d), x::Name(0x3344606)), // compatibility: string
+        x::FieldEntry::optional(x::Name(0x364f80d), x::Name(0x3344606)), // vmotionNicKey: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d33f09), x::Name(0x11d1814)), // netConfig: HostVMotionNetConfig
+        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0xf4fb0c)), // ipConfig: HostIpConfig
+        x::FieldEntry::optional(x::Name(0x2764c07), x::Name(0x2a94603)), // dstVmId: int
+        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2be5304)), // startTime: long
+        x::FieldEntry::optional(x::Name(0x255220b), x::Name(0x2be5304)), // cptLoadTime: long
+        x::FieldEntry::optional(x::Name(0x255120f), x::Name(0x2be5304)), // cptLoadDoneTime: long
+        x::FieldEntry::optional(x::Name(0x30e7214), x::Name(0x2be5304)), // replicateMemDoneTime: long
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2be5304)), // endTime: long
+        x::FieldEntry::optional(x::Name(0x2552e0b), x::Name(0x2be5304)), // cptXferTime: long
+        x::FieldEntry::optional(x::Name(0x255050c), x::Name(0x2be5304)), // cptCacheUsed: long
+        x::FieldEntry::optional(x::Name(0x2691810), x::Name(0x2be5304)), // devCptStreamSize: long
+        x::FieldEntry::optional(x::Name(0x2692910), x::Name(0x2be5304)), // devCptStreamTime: long
+        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2be5304)), // startTime: long
+        x::FieldEntry::optional(x::Name(0x305bc0b), x::Name(0x2be5304)), // quiesceTime: long
+        x::FieldEntry::optional(x::Name(0x3058c0f), x::Name(0x2be5304)), // quiesceDoneTime: long
+        x::FieldEntry::optional(x::Name(0x314ce0e), x::Name(0x2be5304)), // resumeDoneTime: long
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2be5304)), // endTime: long
+        x::FieldEntry::repeated(x::Name(0x2439c0d), x::Name(0x11e3a0e)), // candidateVnic: HostVirtualNic
+        x::FieldEntry::optional(x::Name(0x31cfd0c), x::Name(0x3344606)), // selectedVnic: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x3034010), x::Name(0x3344606)), // provisioningType: string
+        x::FieldEntry::optional(x::Name(0x2b2e10d), x::Name(0x2405e07)), // isLinkedClone: boolean
+        x::FieldEntry::optional(x::Name(0x33e3808), x::Name(0x1243a02)), // targetId: ID
+        x::FieldEntry::optional(x::Name(0x33da60f), x::Name(0x13ff016)), // targetDatastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x366e90a), x::Name(0x3344606)), // volumeName: string
+        x::FieldEntry::required(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11f0e12)), // spec: HostVirtualNicSpec
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x3344606)), // port: string
+        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x11f0e12)), // spec: HostVirtualNicSpec
+        x::FieldEntry::optional(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x2769806), x::Name(0xaffc26)), // dvPort: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2e80609), x::Name(0x11eee1f)), // opNetwork: HostVirtualNicOpaqueNetworkSpec
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::repeated(x::Name(0x2d33f09), x::Name(0x203641a)), // netConfig: VirtualNicManagerNetConfig
+        x::FieldEntry::required(x::Name(0x3663404), x::Name(0x11e5e18)), // vnic: HostVirtualNicConnection
+        x::FieldEntry::repeated(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::optional(x::Name(0x2ad6e02), x::Name(0xf4fb0c)), // ip: HostIpConfig
+        x::FieldEntry::optional(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::optional(x::Name(0x272f916), x::Name(0xaffc26)), // distributedVirtualPort: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::optional(x::Name(0x3464a0a), x::Name(0x2405e07)), // tsoEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d39413), x::Name(0x3344606)), // netStackInstanceKey: string
+        x::FieldEntry::optional(x::Name(0x2e8400d), x::Name(0x11eee1f)), // opaqueNetwork: HostVirtualNicOpaqueNetworkSpec
+        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x2f71e0a), x::Name(0x3344606)), // pinnedPnic: string
+        x::FieldEntry::optional(x::Name(0x2aebe0b), x::Name(0x11e7719)), // ipRouteSpec: HostVirtualNicIpRouteSpec
+        x::FieldEntry::optional(x::Name(0x33c8e0b), x::Name(0x2405e07)), // systemOwned: boolean
+        x::FieldEntry::optional(x::Name(0x2752a05), x::Name(0x3344606)), // dpuId: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x2a94603)), // numPorts: int
+        x::FieldEntry::required(x::Name(0x2e0c611), x::Name(0x2a94603)), // numPortsAvailable: int
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::repeated(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11fd715)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::repeated(x::Name(0x2826711), x::Name(0x3344606)), // excludedNicDevice: string
+        x::FieldEntry::required(x::Name(0x2aa5908), x::Name(0x2a94603)), // interval: int
+        x::FieldEntry::repeated(x::Name(0x2d95509), x::Name(0x3344606)), // nicDevice: string
+        x::FieldEntry::optional(x::Name(0x23ed806), x::Name(0x11f4f1d)), // beacon: HostVirtualSwitchBeaconConfig
+        x::FieldEntry::optional(x::Name(0x2bac71b), x::Name(0x13a3a1b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x11fd715)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::required(x::Name(0x2d95509), x::Name(0x3344606)), // nicDevice: string
+        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x2a94603)), // numPorts: int
+        x::FieldEntry::optional(x::Name(0x2415806), x::Name(0x11f8917)), // bridge: HostVirtualSwitchBridge
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0xfe5811)), // policy: HostNetworkPolicy
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31fb008), x::Name(0x3344606)), // services: string
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::optional(x::Name(0x2400a0b), x::Name(0x2a94603)), // blockSizeMb: int
+        x::FieldEntry::required(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x366e90a), x::Name(0x3344606)), // volumeName: string
+        x::FieldEntry::optional(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::optional(x::Name(0x3499d10), x::Name(0x2a94603)), // unmapGranularity: int
+        x::FieldEntry::optional(x::Name(0x349da0d), x::Name(0x3344606)), // unmapPriority: string
+        x::FieldEntry::optional(x::Name(0x3497312), x::Name(0x2200416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
+        x::FieldEntry::required(x::Name(0x2400a0b), x::Name(0x2a94603)), // blockSizeMb: int
+        x::FieldEntry::optional(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::optional(x::Name(0x3499d10), x::Name(0x2a94603)), // unmapGranularity: int
+        x::FieldEntry::optional(x::Name(0x349da0d), x::Name(0x3344606)), // unmapPriority: string
+        x::FieldEntry::optional(x::Name(0x3497312), x::Name(0x2200416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
+        x::FieldEntry::required(x::Name(0x2c1f309), x::Name(0x2a94603)), // maxBlocks: int
+        x::FieldEntry::required(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x363b20e), x::Name(0x2405e07)), // vmfsUpgradable: boolean
+        x::FieldEntry::optional(x::Name(0x28cdd10), x::Name(0xed9514)), // forceMountedInfo: HostForceMountedInfo
+        x::FieldEntry::optional(x::Name(0x32d3103), x::Name(0x2405e07)), // ssd: boolean
+        x::FieldEntry::optional(x::Name(0x2bc6705), x::Name(0x2405e07)), // local: boolean
+        x::FieldEntry::optional(x::Name(0x31aba0c), x::Name(0x3344606)), // scsiDiskType: string
+        x::FieldEntry::required(x::Name(0x3663404), x::Name(0x2220710)), // vnic: VnicPortArgument
+        x::FieldEntry::optional(x::Name(0x2fe520b), x::Name(0x3344606)), // prevPortKey: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::repeated(x::Name(0x286600d), x::Name(0x13d2d12)), // failureReason: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x286600d), x::Name(0x13d2d12)), // failureReason: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x286600d), x::Name(0x3344606)), // failureReason: string
+        x::FieldEntry::required(x::Name(0x33e6509), x::Name(0x3344606)), // targetNQN: string
+        x::FieldEntry::required(x::Name(0x332100c), x::Name(0x3344606)), // storageArray: string
+        x::FieldEntry::required(x::Name(0x2e7dd06), x::Name(0x2405e07)), // online: boolean
+        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
+        x::FieldEntry::repeated(x::Name(0x29eb406), x::Name(0x1d67a0a)), // hostPE: VVolHostPE
+        x::FieldEntry::repeated(x::Name(0x2a04e0b), x::Name(0x1219219)), // hostVvolNQN: HostVvolVolumeHostVvolNQN
+        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x332100c), x::Name(0x1cab210)), // storageArray: VASAStorageArray
+        x::FieldEntry::optional(x::Name(0x302bf14), x::Name(0x3344606)), // protocolEndpointType: string
+        x::FieldEntry::optional(x::Name(0x36ae916), x::Name(0x2405e07)), // vvolNQNFieldsAvailable: boolean
+        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x36ae107), x::Name(0x121770b)), // vvolNQN: HostVvolNQN
+        x::FieldEntry::required(x::Name(0x2c4aa0b), x::Name(0x2be5304)), // maxSizeInMB: long
+        x::FieldEntry::required(x::Name(0x366e90a), x::Name(0x3344606)), // volumeName: string
+        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x332100c), x::Name(0x1cab210)), // storageArray: VASAStorageArray
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
+        x::FieldEntry::repeated(x::Name(0x2e73e0b), x::Name(0x2be5304)), // oldNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2e7600b), x::Name(0x2be5304)), // oldPortWwns: long
+        x::FieldEntry::repeated(x::Name(0x2d7ea0b), x::Name(0x2be5304)), // newNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2d80c0b), x::Name(0x2be5304)), // newPortWwns: long
+        x::FieldEntry::repeated(x::Name(0x250bd0d), x::Name(0x212f50f)), // conflictedVms: VmEventArgument
+        x::FieldEntry::repeated(x::Name(0x250a00f), x::Name(0xea4611)), // conflictedHosts: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3703a03), x::Name(0x2be5304)), // wwn: long
+        x::FieldEntry::required(x::Name(0x2cc0106), x::Name(0x2a94603)), // minute: int
+        x::FieldEntry::required(x::Name(0x331800a), x::Name(0x2a94603)), // statusCode: int
+        x::FieldEntry::required(x::Name(0x331b70d), x::Name(0x3344606)), // statusMessage: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x303ef11), x::Name(0x2405e07)), // pullModeSupported: boolean
+        x::FieldEntry::required(x::Name(0x254a40d), x::Name(0x2405e07)), // corsSupported: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f0d0c), x::Name(0x3344606)), // datastoreKey: string
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x122d914)), // hosts: HttpNfcLeaseHostInfo
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2a3cc09), x::Name(0x3344606)), // importKey: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x26fca04), x::Name(0x2405e07)), // disk: boolean
+        x::FieldEntry::optional(x::Name(0x33e3808), x::Name(0x3344606)), // targetId: string
+        x::FieldEntry::optional(x::Name(0x25f0d0c), x::Name(0x3344606)), // datastoreKey: string
+        x::FieldEntry::optional(x::Name(0x289ff08), x::Name(0x2be5304)), // fileSize: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x2b87e05), x::Name(0x13ff016)), // lease: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26ae909), x::Name(0x122a015)), // deviceUrl: HttpNfcLeaseDeviceUrl
+        x::FieldEntry::required(x::Name(0x3435615), x::Name(0x2be5304)), // totalDiskCapacityInKB: long
+        x::FieldEntry::required(x::Name(0x2b89c0c), x::Name(0x2a94603)), // leaseTimeout: int
+        x::FieldEntry::repeated(x::Name(0x29db607), x::Name(0x122811e)), // hostMap: HttpNfcLeaseDatastoreLeaseInfo
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3213a04), x::Name(0x3344606)), // sha1: string
+        x::FieldEntry::optional(x::Name(0x2483c08), x::Name(0x3344606)), // checksum: string
+        x::FieldEntry::optional(x::Name(0x2487e0c), x::Name(0x3344606)), // checksumType: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x2405e07)), // disk: boolean
+        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::optional(x::Name(0x2f9600d), x::Name(0x2be5304)), // populatedSize: long
+        x::FieldEntry::required(x::Name(0x31e0610), x::Name(0x2405e07)), // serverAccessible: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x28a4505), x::Name(0x123fc16)), // files: HttpNfcLeaseSourceFile
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f3d207), x::Name(0x2a94603)), // percent: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x28a4505), x::Name(0x123fc16)), // files: HttpNfcLeaseSourceFile
     ],
     values: &[
-        x::Name(0x2de8c0e), // numCpuPackages
-        x::Name(0x2de6b0b), // numCpuCores
-        x::Name(0x2c8970a), // memorySize
-        x::Name(0x2c7ca0c), // memoryForVms
-        x::Name(0x2e3a80d), // numVmsStarted
-        x::Name(0x2e3b60e), // numVmsStarting
-        x::Name(0x367900c), // vsanCapacity
-        x::Name(0x2bd7410), // lockdownDisabled
-        x::Name(0x2bd920e), // lockdownNormal
-        x::Name(0x2bda10e), // lockdownStrict
-        x::Name(0xcaed04), // File
-        x::Name(0x1df7c0b), // VirtualDisk
-        x::Name(0xa53209), // Directory
-        x::Name(0x2598f0d), // currentConfig
-        x::Name(0x325950e), // snapshotConfig
-        x::Name(0x2a0070b), // hostUpgrade
-        x::Name(0x2c9000a), // memoryTier
-        x::Name(0x2f60d0e), // persistentTier
-        x::Name(0x2431f0b), // cachingTier
-        x::Name(0x349e80e), // unmappableTier
-        x::Name(0x8e2404), // DRAM
-        x::Name(0x15fa804), // PMem
-        x::Name(0x1483a04), // NVMe
-        x::Name(0x1614908), // Peaberry
-        x::Name(0x2da3209), // noTiering
-        x::Name(0x297eb0f), // hardwareTiering
-        x::Name(0x3274d0f), // softwareTiering
-        x::Name(0x7ee12), // AllPathsDown_Start
-        x::Name(0x80114), // AllPathsDown_Timeout
-        x::Name(0x1634613), // PermanentDeviceLoss
-        x::Name(0x5c950f), // CONNECT_FAILURE
-        x::Name(0x13ef313), // MOUNT_NOT_SUPPORTED
-        x::Name(0x1481911), // NFS_NOT_SUPPORTED
-        x::Name(0x13ecb0c), // MOUNT_DENIED
-        x::Name(0x13ee50d), // MOUNT_NOT_DIR
-        x::Name(0x1d36215), // VOLUME_LIMIT_EXCEEDED
-        x::Name(0x5ca513), // CONN_LIMIT_EXCEEDED
-        x::Name(0x13ed80c), // MOUNT_EXISTS
-        x::Name(0x1550406), // OTHERS
-        x::Name(0x306ed09), // readWrite
-        x::Name(0x306b208), // readOnly
-        x::Name(0xa208), // AUTH_SYS
-        x::Name(0x19b4708), // SEC_KRB5
-        x::Name(0x19b5009), // SEC_KRB5I
-        x::Name(0x19b5a09), // SEC_KRB5P
+        x::Name(0x2dbf50a), // notPresent
+        x::Name(0x26e4f0c), // disabledBIOS
+        x::Name(0x26e690e), // disabledCFW101
+        x::Name(0x26e7813), // disabledCPUMismatch
+        x::Name(0x26ef90d), // disabledNoFLC
+        x::Name(0x26ee711), // disabledNUMAUnsup
+        x::Name(0x26ed412), // disabledMaxEPCRegs
+        x::Name(0x27af207), // enabled
+        x::Name(0x2db6c0d), // notApplicable
+        x::Name(0x2a5ef0a), // incomplete
+        x::Name(0x24d3908), // complete
+        x::Name(0x2c0f608), // manifest
+        x::Name(0x22ed70a), // addPackage
+        x::Name(0x5c7e08), // COMPLETE
+        x::Name(0x8e140b), // DIAGNOSTICS
+        x::Name(0x5c870d), // CONFIGURATION
+        x::Name(0x27ec708), // entering
+        x::Name(0x282e007), // exiting
+        x::Name(0x2a3f902), // in
+        x::Name(0x2daff04), // none
+        x::Name(0x31a8f04), // scsi
+        x::Name(0x2e51c04), // nvme
+        x::Name(0x2517809), // connected
+        x::Name(0x2dc000d), // notResponding
+        x::Name(0x26f5b0c), // disconnected
+        x::Name(0x57c408), // AssetTag
+        x::Name(0x1a2d90a), // ServiceTag
+        x::Name(0x1554211), // OemSpecificString
+        x::Name(0xbf4c18), // EnclosureSerialNumberTag
+        x::Name(0x1a1b00f), // SerialNumberTag
+        x::Name(0x2fc7409), // poweredOn
+        x::Name(0x2fc030a), // poweredOff
+        x::Name(0x32e1007), // standBy
+        x::Name(0x3488b07), // unknown
+        x::Name(0x30ca010), // remediationReady
+        x::Name(0x2fd231a), // precheckRemediationRunning
+        x::Name(0x2fced1b), // precheckRemediationComplete
+        x::Name(0x2fd0919), // precheckRemediationFailed
+        x::Name(0x30cb112), // remediationRunning
+        x::Name(0x30c8e11), // remediationFailed
+        x::Name(0x2a7bc0c), // initializing
+        x::Name(0x2a7b00b), // initialized
+        x::Name(0x24fce0a), // configured
+        x::Name(0x306ff05), // ready
+        x::Name(0x26e5c0c), // disabledBios
+        x::Name(0x2db420b), // notAccepted
+        x::Name(0x22c7f08), // accepted
+        x::Name(0x238b808), // attested
+        x::Name(0x2db870b), // notAttested
+        x::Name(0x3488b07), // unknown
+        x::Name(0x270730e), // diskIdMismatch
+        x::Name(0x351120c), // uuidConflict
+        x::Name(0x312a90b), // resignature
+        x::Name(0x28cd20a), // forceMount
+        x::Name(0x364c307), // vmotion
+        x::Name(0x2874615), // faultToleranceLogging
+        x::Name(0x3534412), // vSphereReplication
+        x::Name(0x3535715), // vSphereReplicationNFC
+        x::Name(0x2c0450a), // management
+        x::Name(0x3678b04), // vsan
+        x::Name(0x3533013), // vSphereProvisioning
+        x::Name(0x369080b), // vsanWitness
+        x::Name(0x3531f10), // vSphereBackupNFC
+        x::Name(0x3039103), // ptp
+        x::Name(0x368a00f), // vsanReplication
+        x::Name(0x2e59107), // nvmeTcp
+        x::Name(0x2e56508), // nvmeRdma
+        x::Name(0x368310c), // vsanExternal
+        x::Name(0x366070b), // vnetworking
+        x::Name(0x2923b05), // grant
+        x::Name(0x30df307), // replace
+        x::Name(0x3154506), // revoke
+        x::Name(0x28bec05), // fixed
+        x::Name(0x2780907), // dynamic
+        x::Name(0x2daff04), // none
+        x::Name(0x2be9703), // low
+        x::Name(0x3213a04), // sha1
+        x::Name(0x3213f06), // sha256
+        x::Name(0x3041209), // pushOrGet
+        x::Name(0x303ea04), // pull
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "admin")] 1 => return Some(x::decode_struct_object::<HostSgxRegistrationInfo>(r)),
+        #[cfg(feature = "admin")] 4 => return Some(x::decode_struct_object::<HostSharedGpuCapabilities>(r)),
+        #[cfg(feature = "all-events")] 5 => return Some(x::decode_struct_object::<HostShortNameInconsistentEvent>(r)),
+        #[cfg(feature = "all-events")] 6 => return Some(x::decode_struct_object::<HostShortNameToIpFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 7 => return Some(x::decode_struct_object::<HostShutdownEvent>(r)),
+        #[cfg(feature = "admin")] 9 => return Some(x::decode_struct_object::<HostSnmpConfigSpec>(r)),
+        #[cfg(feature = "admin")] 10 => return Some(x::decode_struct_object::<HostSnmpDestination>(r)),
+        #[cfg(feature = "admin")] 11 => return Some(x::decode_struct_object::<HostSnmpSystemAgentLimits>(r)),
+        13 => return Some(x::decode_struct_object::<HostSpecification>(r)),
+        #[cfg(feature = "all-events")] 14 => return Some(x::decode_struct_object::<HostSpecificationChangedEvent>(r)),
+        #[cfg(feature = "all-faults")] 15 => return Some(x::decode_struct_object::<HostSpecificationOperationFailed>(r)),
+        #[cfg(feature = "all-events")] 16 => return Some(x::decode_struct_object::<HostSpecificationRequireEvent>(r)),
+        #[cfg(feature = "all-events")] 17 => return Some(x::decode_struct_object::<HostSpecificationUpdateEvent>(r)),
+        #[cfg(feature = "admin")] 18 => return Some(x::decode_struct_object::<HostSriovConfig>(r)),
+        #[cfg(feature = "admin")] 19 => return Some(x::decode_struct_object::<HostSriovDevicePoolInfo>(r)),
+        #[cfg(feature = "admin")] 20 => return Some(x::decode_struct_object::<HostSriovInfo>(r)),
+        #[cfg(feature = "admin")] 21 => return Some(x::decode_struct_object::<HostSriovNetworkDevicePoolInfo>(r)),
+        #[cfg(feature = "admin")] 22 => return Some(x::decode_struct_object::<HostSslThumbprintInfo>(r)),
+        #[cfg(feature = "all-events")] 24 => return Some(x::decode_struct_object::<HostStatusChangedEvent>(r)),
+        #[cfg(feature = "admin")] 25 => return Some(x::decode_struct_object::<HostStorageArrayTypePolicyOption>(r)),
+        #[cfg(feature = "admin")] 26 => return Some(x::decode_struct_object::<HostStorageDeviceInfo>(r)),
+        27 => return Some(x::decode_struct_object::<HostStorageElementInfo>(r)),
+        28 => return Some(x::decode_struct_object::<HostStorageOperationalInfo>(r)),
+        30 => return Some(x::decode_struct_object::<HostStorageSystemDiskLocatorLedResult>(r)),
+        31 => return Some(x::decode_struct_object::<HostStorageSystemScsiLunResult>(r)),
+        32 => return Some(x::decode_struct_object::<HostStorageSystemVmfsVolumeResult>(r)),
+        33 => return Some(x::decode_struct_object::<HostSubSpecification>(r)),
+        #[cfg(feature = "all-events")] 34 => return Some(x::decode_struct_object::<HostSubSpecificationDeleteEvent>(r)),
+        #[cfg(feature = "all-events")] 35 => return Some(x::decode_struct_object::<HostSubSpecificationUpdateEvent>(r)),
+        #[cfg(feature = "all-events")] 36 => return Some(x::decode_struct_object::<HostSyncFailedEvent>(r)),
+        #[cfg(feature = "admin")] 37 => return Some(x::decode_struct_object::<HostSystemComplianceCheckState>(r)),
+        39 => return Some(x::decode_struct_object::<HostSystemHealthInfo>(r)),
+        40 => return Some(x::decode_struct_object::<HostSystemIdentificationInfo>(r)),
+        #[cfg(feature = "admin")] 42 => return Some(x::decode_struct_object::<HostSystemInfo>(r)),
+        44 => return Some(x::decode_struct_object::<HostSystemReconnectSpec>(r)),
+        #[cfg(feature = "admin")] 45 => return Some(x::decode_struct_object::<HostSystemRemediationState>(r)),
+        47 => return Some(x::decode_struct_object::<HostSystemResourceInfo>(r)),
+        #[cfg(feature = "admin")] 48 => return Some(x::decode_struct_object::<HostSystemSwapConfiguration>(r)),
+        #[cfg(feature = "admin")] 49 => return Some(x::decode_struct_object::<HostSystemSwapConfigurationDatastoreOption>(r)),
+        #[cfg(feature = "admin")] 50 => return Some(x::decode_struct_object::<HostSystemSwapConfigurationDisabledOption>(r)),
+        #[cfg(feature = "admin")] 51 => return Some(x::decode_struct_object::<HostSystemSwapConfigurationHostCacheOption>(r)),
+        #[cfg(feature = "admin")] 52 => return Some(x::decode_struct_object::<HostSystemSwapConfigurationHostLocalSwapOption>(r)),
+        #[cfg(feature = "admin")] 53 => return Some(x::decode_struct_object::<HostSystemSwapConfigurationSystemSwapOption>(r)),
+        #[cfg(feature = "admin")] 54 => return Some(x::decode_struct_object::<HostTargetTransport>(r)),
+        #[cfg(feature = "admin")] 55 => return Some(x::decode_struct_object::<HostTcpHba>(r)),
+        #[cfg(feature = "admin")] 56 => return Some(x::decode_struct_object::<HostTcpHbaCreateSpec>(r)),
+        #[cfg(feature = "admin")] 57 => return Some(x::decode_struct_object::<HostTcpTargetTransport>(r)),
+        #[cfg(feature = "admin")] 58 => return Some(x::decode_struct_object::<HostTdxInfo>(r)),
+        60 => return Some(x::decode_struct_object::<HostTpmAttestationInfo>(r)),
+        #[cfg(feature = "admin")] 62 => return Some(x::decode_struct_object::<HostTpmAttestationReport>(r)),
+        #[cfg(feature = "admin")] 63 => return Some(x::decode_struct_object::<HostTpmBootCompleteEventDetails>(r)),
+        #[cfg(feature = "admin")] 64 => return Some(x::decode_struct_object::<HostTpmBootSecurityOptionEventDetails>(r)),
+        #[cfg(feature = "admin")] 65 => return Some(x::decode_struct_object::<HostTpmCommandEventDetails>(r)),
+        66 => return Some(x::decode_struct_object::<HostTpmDigestInfo>(r)),
+        #[cfg(feature = "admin")] 67 => return Some(x::decode_struct_object::<HostTpmEventDetails>(r)),
+        #[cfg(feature = "admin")] 68 => return Some(x::decode_struct_object::<HostTpmEventLogEntry>(r)),
+        #[cfg(feature = "admin")] 69 => return Some(x::decode_struct_object::<HostTpmNvTagEventDetails>(r)),
+        #[cfg(feature = "admin")] 70 => return Some(x::decode_struct_object::<HostTpmOptionEventDetails>(r)),
+        #[cfg(feature = "admin")] 71 => return Some(x::decode_struct_object::<HostTpmSignerEventDetails>(r)),
+        #[cfg(feature = "admin")] 72 => return Some(x::decode_struct_object::<HostTpmSoftwareComponentEventDetails>(r)),
+        #[cfg(feature = "admin")] 73 => return Some(x::decode_struct_object::<HostTpmSystemVersionEventDetails>(r)),
+        #[cfg(feature = "admin")] 74 => return Some(x::decode_struct_object::<HostTpmVersionEventDetails>(r)),
+        75 => return Some(x::decode_struct_object::<HostTrustAuthorityAttestationInfo>(r)),
+        77 => return Some(x::decode_struct_object::<HostUnresolvedVmfsExtent>(r)),
+        79 => return Some(x::decode_struct_object::<HostUnresolvedVmfsResignatureSpec>(r)),
+        #[cfg(feature = "admin")] 80 => return Some(x::decode_struct_object::<HostUnresolvedVmfsResolutionResult>(r)),
+        #[cfg(feature = "admin")] 81 => return Some(x::decode_struct_object::<HostUnresolvedVmfsResolutionSpec>(r)),
+        83 => return Some(x::decode_struct_object::<HostUnresolvedVmfsVolume>(r)),
+        84 => return Some(x::decode_struct_object::<HostUnresolvedVmfsVolumeResolveStatus>(r)),
+        #[cfg(feature = "all-events")] 87 => return Some(x::decode_struct_object::<HostUpgradeFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 88 => return Some(x::decode_struct_object::<HostUserWorldSwapNotEnabledEvent>(r)),
+        #[cfg(feature = "admin")] 89 => return Some(x::decode_struct_object::<HostVFlashManagerVFlashCacheConfigInfo>(r)),
+        90 => return Some(x::decode_struct_object::<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>(r)),
+        #[cfg(feature = "admin")] 91 => return Some(x::decode_struct_object::<HostVFlashManagerVFlashCacheConfigSpec>(r)),
+        #[cfg(feature = "admin")] 92 => return Some(x::decode_struct_object::<HostVFlashManagerVFlashConfigInfo>(r)),
+        #[cfg(feature = "admin")] 93 => return Some(x::decode_struct_object::<HostVFlashManagerVFlashResourceConfigInfo>(r)),
+        #[cfg(feature = "admin")] 94 => return Some(x::decode_struct_object::<HostVFlashManagerVFlashResourceConfigSpec>(r)),
+        95 => return Some(x::decode_struct_object::<HostVFlashManagerVFlashResourceRunTimeInfo>(r)),
+        96 => return Some(x::decode_struct_object::<HostVFlashResourceConfigurationResult>(r)),
+        97 => return Some(x::decode_struct_object::<HostVMotionCompatibility>(r)),
+        98 => return Some(x::decode_struct_object::<HostVMotionConfig>(r)),
+        #[cfg(feature = "admin")] 99 => return Some(x::decode_struct_object::<HostVMotionInfo>(r)),
+        100 => return Some(x::decode_struct_object::<HostVMotionManagerDstInstantCloneResult>(r)),
+        101 => return Some(x::decode_struct_object::<HostVMotionManagerSrcInstantCloneResult>(r)),
+        #[cfg(feature = "admin")] 102 => return Some(x::decode_struct_object::<HostVMotionNetConfig>(r)),
+        #[cfg(feature = "admin")] 108 => return Some(x::decode_struct_object::<HostVfatVolume>(r)),
+        #[cfg(feature = "admin")] 109 => return Some(x::decode_struct_object::<HostVffsSpec>(r)),
+        110 => return Some(x::decode_struct_object::<HostVffsVolume>(r)),
+        #[cfg(feature = "admin")] 111 => return Some(x::decode_struct_object::<HostVirtualNic>(r)),
+        #[cfg(feature = "admin")] 112 => return Some(x::decode_struct_object::<HostVirtualNicConfig>(r)),
+        #[cfg(feature = "admin")] 113 => return Some(x::decode_struct_object::<HostVirtualNicConnection>(r)),
+        #[cfg(feature = "admin")] 114 => return Some(x::decode_struct_object::<HostVirtualNicIpRouteSpec>(r)),
+        #[cfg(feature = "admin")] 115 => return Some(x::decode_struct_object::<HostVirtualNicManagerInfo>(r)),
+        #[cfg(feature = "admin")] 117 => return Some(x::decode_struct_object::<HostVirtualNicManagerNicTypeSelection>(r)),
+        #[cfg(feature = "admin")] 118 => return Some(x::decode_struct_object::<HostVirtualNicOpaqueNetworkSpec>(r)),
+        #[cfg(feature = "admin")] 119 => return Some(x::decode_struct_object::<HostVirtualNicSpec>(r)),
+        #[cfg(feature = "admin")] 120 => return Some(x::decode_struct_object::<HostVirtualSwitch>(r)),
+        #[cfg(feature = "admin")] 121 => return Some(x::decode_struct_object::<HostVirtualSwitchAutoBridge>(r)),
+        #[cfg(feature = "admin")] 122 => return Some(x::decode_struct_object::<HostVirtualSwitchBeaconConfig>(r)),
+        #[cfg(feature = "admin")] 123 => return Some(x::decode_struct_object::<HostVirtualSwitchBondBridge>(r)),
+        #[cfg(feature = "admin")] 124 => return Some(x::decode_struct_object::<HostVirtualSwitchBridge>(r)),
+        #[cfg(feature = "admin")] 125 => return Some(x::decode_struct_object::<HostVirtualSwitchConfig>(r)),
+        #[cfg(feature = "admin")] 126 => return Some(x::decode_struct_object::<HostVirtualSwitchSimpleBridge>(r)),
+        #[cfg(feature = "admin")] 127 => return Some(x::decode_struct_object::<HostVirtualSwitchSpec>(r)),
+        128 => return Some(x::decode_struct_object::<HostVmciAccessManagerAccessSpec>(r)),
+        130 => return Some(x::decode_struct_object::<HostVmfsRescanResult>(r)),
+        131 => return Some(x::decode_struct_object::<HostVmfsSpec>(r)),
+        132 => return Some(x::decode_struct_object::<HostVmfsVolume>(r)),
+        #[cfg(feature = "all-events")] 135 => return Some(x::decode_struct_object::<HostVnicConnectedToCustomizedDVPortEvent>(r)),
+        #[cfg(feature = "admin")] 136 => return Some(x::decode_struct_object::<HostVsanInternalSystemCmmdsQuery>(r)),
+        #[cfg(feature = "admin")] 137 => return Some(x::decode_struct_object::<HostVsanInternalSystemDeleteVsanObjectsResult>(r)),
+        #[cfg(feature = "admin")] 138 => return Some(x::decode_struct_object::<HostVsanInternalSystemVsanObjectOperationResult>(r)),
+        #[cfg(feature = "admin")] 139 => return Some(x::decode_struct_object::<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>(r)),
+        140 => return Some(x::decode_struct_object::<HostVvolNQN>(r)),
+        141 => return Some(x::decode_struct_object::<HostVvolVolume>(r)),
+        142 => return Some(x::decode_struct_object::<HostVvolVolumeHostVvolNQN>(r)),
+        143 => return Some(x::decode_struct_object::<HostVvolVolumeSpecification>(r)),
+        #[cfg(feature = "all-events")] 144 => return Some(x::decode_struct_object::<HostWwnChangedEvent>(r)),
+        #[cfg(feature = "all-events")] 145 => return Some(x::decode_struct_object::<HostWwnConflictEvent>(r)),
+        #[cfg(feature = "all-faults")] 146 => return Some(x::decode_struct_object::<HotSnapshotMoveNotSupported>(r)),
+        #[cfg(feature = "admin")] 147 => return Some(x::decode_struct_object::<HourlyTaskScheduler>(r)),
+        #[cfg(feature = "all-faults")] 148 => return Some(x::decode_struct_object::<HttpFault>(r)),
+        150 => return Some(x::decode_struct_object::<HttpNfcLeaseCapabilities>(r)),
+        152 => return Some(x::decode_struct_object::<HttpNfcLeaseDatastoreLeaseInfo>(r)),
+        153 => return Some(x::decode_struct_object::<HttpNfcLeaseDeviceUrl>(r)),
+        155 => return Some(x::decode_struct_object::<HttpNfcLeaseHostInfo>(r)),
+        156 => return Some(x::decode_struct_object::<HttpNfcLeaseInfo>(r)),
+        157 => return Some(x::decode_struct_object::<HttpNfcLeaseManifestEntry>(r)),
+        160 => return Some(x::decode_struct_object::<HttpNfcLeaseProbeResult>(r)),
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxInfoSgxStates(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxRegistrationInfoRegistrationStatus(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxRegistrationInfoRegistrationType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpAgentCapability(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStandbyMode(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageProtocol(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemConnectionState(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemIdentificationInfoIdentifier(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemPowerState(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemRemediationStateState(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTdxInfoTdxState(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmAttestationInfoAcceptanceStatus(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTrustAuthorityAttestationInfoAttestationStatus(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsExtentUnresolvedReason(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v), Err(e) => return Some(Err(e)) },
+        116 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicManagerNicType(v), Err(e) => return Some(Err(e)) },
+        129 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmciAccessManagerMode(v), Err(e) => return Some(Err(e)) },
+        133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmfsVolumeUnmapBandwidthPolicy(v), Err(e) => return Some(Err(e)) },
+        134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmfsVolumeUnmapPriority(v), Err(e) => return Some(Err(e)) },
+        158 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpNfcLeaseManifestEntryChecksumType(v), Err(e) => return Some(Err(e)) },
+        159 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpNfcLeaseMode(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "admin")] HostIpRouteOp(Box<HostIpRouteOp>),
-    #[cfg(feature = "admin")] HostIpRouteTableConfig(Box<HostIpRouteTableConfig>),
-    #[cfg(feature = "admin")] HostIpRouteTableInfo(Box<HostIpRouteTableInfo>),
-    #[cfg(feature = "all-events")] HostIpToShortNameFailedEvent(Box<HostIpToShortNameFailedEvent>),
-    #[cfg(feature = "admin")] HostIpmiInfo(Box<HostIpmiInfo>),
-    #[cfg(feature = "all-events")] HostIsolationIpPingFailedEvent(Box<HostIsolationIpPingFailedEvent>),
-    HostLicensableResourceInfo(Box<HostLicensableResourceInfo>),
-    HostLicensableResourceKey(Box<HostLicensableResourceKey>),
-    HostLicenseConnectInfo(Box<HostLicenseConnectInfo>),
-    #[cfg(feature = "all-events")] HostLicenseExpiredEvent(Box<HostLicenseExpiredEvent>),
-    #[cfg(feature = "admin")] HostLicenseSpec(Box<HostLicenseSpec>),
-    HostListSummary(Box<HostListSummary>),
-    HostListSummaryGatewaySummary(Box<HostListSummaryGatewaySummary>),
-    HostListSummaryQuickStats(Box<HostListSummaryQuickStats>),
-    #[cfg(feature = "admin")] HostLocalAuthenticationInfo(Box<HostLocalAuthenticationInfo>),
-    #[cfg(feature = "admin")] HostLocalFileSystemVolume(Box<HostLocalFileSystemVolume>),
-    HostLocalFileSystemVolumeSpec(Box<HostLocalFileSystemVolumeSpec>),
-    #[cfg(feature = "all-events")] HostLocalPortCreatedEvent(Box<HostLocalPortCreatedEvent>),
-    HostLockdownMode(Box<HostLockdownMode>),
-    HostLowLevelProvisioningManagerDiskLayoutSpec(Box<HostLowLevelProvisioningManagerDiskLayoutSpec>),
-    HostLowLevelProvisioningManagerFileDeleteResult(Box<HostLowLevelProvisioningManagerFileDeleteResult>),
-    HostLowLevelProvisioningManagerFileDeleteSpec(Box<HostLowLevelProvisioningManagerFileDeleteSpec>),
-    HostLowLevelProvisioningManagerFileReserveResult(Box<HostLowLevelProvisioningManagerFileReserveResult>),
-    HostLowLevelProvisioningManagerFileReserveSpec(Box<HostLowLevelProvisioningManagerFileReserveSpec>),
-    HostLowLevelProvisioningManagerFileType(Box<HostLowLevelProvisioningManagerFileType>),
-    HostLowLevelProvisioningManagerReloadTarget(Box<HostLowLevelProvisioningManagerReloadTarget>),
-    HostLowLevelProvisioningManagerSnapshotLayoutSpec(Box<HostLowLevelProvisioningManagerSnapshotLayoutSpec>),
-    HostLowLevelProvisioningManagerVmMigrationStatus(Box<HostLowLevelProvisioningManagerVmMigrationStatus>),
-    HostLowLevelProvisioningManagerVmRecoveryInfo(Box<HostLowLevelProvisioningManagerVmRecoveryInfo>),
-    HostMaintenanceSpec(Box<HostMaintenanceSpec>),
-    HostMaintenanceSpecEvacuationMode(Box<HostMaintenanceSpecEvacuationMode>),
-    HostMaintenanceSpecPurpose(Box<HostMaintenanceSpecPurpose>),
-    HostMemberHealthCheckResult(Box<HostMemberHealthCheckResult>),
-    #[cfg(feature = "admin")] HostMemberRuntimeInfo(Box<HostMemberRuntimeInfo>),
-    HostMemberUplinkHealthCheckResult(Box<HostMemberUplinkHealthCheckResult>),
-    HostMemoryProfile(Box<HostMemoryProfile>),
-    #[cfg(feature = "admin")] HostMemorySpec(Box<HostMemorySpec>),
-    HostMemoryTierFlags(Box<HostMemoryTierFlags>),
-    #[cfg(feature = "admin")] HostMemoryTierInfo(Box<HostMemoryTierInfo>),
-    HostMemoryTierType(Box<HostMemoryTierType>),
-    HostMemoryTieringType(Box<HostMemoryTieringType>),
-    #[cfg(feature = "all-events")] HostMissingNetworksEvent(Box<HostMissingNetworksEvent>),
-    #[cfg(feature = "all-events")] HostMonitoringStateChangedEvent(Box<HostMonitoringStateChangedEvent>),
-    HostMountInfo(Box<HostMountInfo>),
-    HostMountInfoInaccessibleReason(Box<HostMountInfoInaccessibleReason>),
-    HostMountInfoMountFailedReason(Box<HostMountInfoMountFailedReason>),
-    HostMountMode(Box<HostMountMode>),
-    #[cfg(feature = "admin")] HostMultipathInfo(Box<HostMultipathInfo>),
-    #[cfg(feature = "admin")] HostMultipathInfoFixedLogicalUnitPolicy(Box<HostMultipathInfoFixedLogicalUnitPolicy>),
-    #[cfg(feature = "admin")] HostMultipathInfoHppLogicalUnitPolicy(Box<HostMultipathInfoHppLogicalUnitPolicy>),
-    #[cfg(feature = "admin")] HostMultipathInfoLogicalUnit(Box<HostMultipathInfoLogicalUnit>),
-    #[cfg(feature = "admin")] HostMultipathInfoLogicalUnitPolicy(Box<HostMultipathInfoLogicalUnitPolicy>),
-    #[cfg(feature = "admin")] HostMultipathInfoLogicalUnitStorageArrayTypePolicy(Box<HostMultipathInfoLogicalUnitStorageArrayTypePolicy>),
-    #[cfg(feature = "admin")] HostMultipathInfoPath(Box<HostMultipathInfoPath>),
-    #[cfg(feature = "admin")] HostMultipathStateInfo(Box<HostMultipathStateInfo>),
-    #[cfg(feature = "admin")] HostMultipathStateInfoPath(Box<HostMultipathStateInfoPath>),
-    HostNasVolume(Box<HostNasVolume>),
-    #[cfg(feature = "admin")] HostNasVolumeConfig(Box<HostNasVolumeConfig>),
-    HostNasVolumeSecurityType(Box<HostNasVolumeSecurityType>),
-    HostNasVolumeSpec(Box<HostNasVolumeSpec>),
-    #[cfg(feature = "admin")] HostNasVolumeUserInfo(Box<HostNasVolumeUserInfo>),
-    #[cfg(feature = "admin")] HostNatService(Box<HostNatService>),
-    #[cfg(feature = "admin")] HostNatServiceConfig(Box<HostNatServiceConfig>),
-    #[cfg(feature = "admin")] HostNatServiceNameServiceSpec(Box<HostNatServiceNameServiceSpec>),
-    #[cfg(feature = "admin")] HostNatServicePortForwardSpec(Box<HostNatServicePortForwardSpec>),
-    #[cfg(feature = "admin")] HostNatServiceSpec(Box<HostNatServiceSpec>),
-    #[cfg(feature = "admin")] HostNetCapabilities(Box<HostNetCapabilities>),
-    #[cfg(feature = "admin")] HostNetOffloadCapabilities(Box<HostNetOffloadCapabilities>),
+    HostSgxInfoSgxStates(Box<HostSgxInfoSgxStates>),
+    HostSgxRegistrationInfoRegistrationStatus(Box<HostSgxRegistrationInfoRegistrationStatus>),
+    HostSgxRegistrationInfoRegistrationType(Box<HostSgxRegistrationInfoRegistrationType>),
+    #[cfg(feature = "admin")] HostSnmpAgentCapability(Box<HostSnmpAgentCapability>),
+    HostStandbyMode(Box<HostStandbyMode>),
+    HostStorageProtocol(Box<HostStorageProtocol>),
+    HostSystemConnectionState(Box<HostSystemConnectionState>),
+    HostSystemIdentificationInfoIdentifier(Box<HostSystemIdentificationInfoIdentifier>),
+    HostSystemPowerState(Box<HostSystemPowerState>),
+    HostSystemRemediationStateState(Box<HostSystemRemediationStateState>),
+    HostTdxInfoTdxState(Box<HostTdxInfoTdxState>),
+    HostTpmAttestationInfoAcceptanceStatus(Box<HostTpmAttestationInfoAcceptanceStatus>),
+    HostTrustAuthorityAttestationInfoAttestationStatus(Box<HostTrustAuthorityAttestationInfoAttestationStatus>),
+    HostUnresolvedVmfsExtentUnresolvedReason(Box<HostUnresolvedVmfsExtentUnresolvedReason>),
+    HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(Box<HostUnresolvedVmfsResolutionSpecVmfsUuidResolution>),
+    HostVirtualNicManagerNicType(Box<HostVirtualNicManagerNicType>),
+    HostVmciAccessManagerMode(Box<HostVmciAccessManagerMode>),
+    HostVmfsVolumeUnmapBandwidthPolicy(Box<HostVmfsVolumeUnmapBandwidthPolicy>),
+    HostVmfsVolumeUnmapPriority(Box<HostVmfsVolumeUnmapPriority>),
+    HttpNfcLeaseManifestEntryChecksumType(Box<HttpNfcLeaseManifestEntryChecksumType>),
+    HttpNfcLeaseMode(Box<HttpNfcLeaseMode>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -408,156 +863,30 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteOp(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteTableConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteTableInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpToShortNameFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpmiInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIsolationIpPingFailedEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicensableResourceInfo(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicensableResourceKey(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseConnectInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseSpec(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostListSummary(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostListSummaryGatewaySummary(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostListSummaryQuickStats(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalFileSystemVolume(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalFileSystemVolumeSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalPortCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLockdownMode(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerFileDeleteResult(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerFileDeleteSpec(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerFileReserveResult(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerFileReserveSpec(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerFileType(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerReloadTarget(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerVmMigrationStatus(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMaintenanceSpec(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMaintenanceSpecEvacuationMode(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMaintenanceSpecPurpose(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemberHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemberRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemberUplinkHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemorySpec(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierFlags(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierInfo(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierType(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTieringType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMissingNetworksEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMonitoringStateChangedEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfo(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfoInaccessibleReason(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfoMountFailedReason(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountMode(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoFixedLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoHppLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnit(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoPath(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathStateInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathStateInfoPath(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolume(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSecurityType(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeUserInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatService(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceNameServiceSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServicePortForwardSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetCapabilities(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetOffloadCapabilities(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "admin")] Object::HostIpRouteOp(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostIpRouteTableConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostIpRouteTableInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostIpmiInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLicensableResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLicensableResourceKey(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLicenseConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostLicenseSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostListSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostListSummaryGatewaySummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostListSummaryQuickStats(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostLocalAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostLocalFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLocalFileSystemVolumeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLockdownMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerFileReserveResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerFileType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerReloadTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMaintenanceSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMaintenanceSpecEvacuationMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMaintenanceSpecPurpose(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemberHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMemberRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemberUplinkHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemoryProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMemorySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemoryTierFlags(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMemoryTierInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemoryTierType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemoryTieringType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::HostMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMountInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMountInfoInaccessibleReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMountInfoMountFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMountMode(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoHppLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnit(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathStateInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostMultipathStateInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNasVolume(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNasVolumeSecurityType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNasVolumeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNatService(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNatServiceNameServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNatServicePortForwardSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNatServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNetCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::HostNetOffloadCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSgxInfoSgxStates(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSgxRegistrationInfoRegistrationStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSgxRegistrationInfoRegistrationType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSnmpAgentCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostStandbyMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostStorageProtocol(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSystemConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSystemIdentificationInfoIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSystemPowerState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostSystemRemediationStateState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostTdxInfoTdxState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostTpmAttestationInfoAcceptanceStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostVirtualNicManagerNicType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostVmciAccessManagerMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostVmfsVolumeUnmapPriority(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HttpNfcLeaseManifestEntryChecksumType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HttpNfcLeaseMode(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -571,74 +900,27 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "admin")] Object::HostIpRouteOp(_) => "HostIpRouteOp",
-            #[cfg(feature = "admin")] Object::HostIpRouteTableConfig(_) => "HostIpRouteTableConfig",
-            #[cfg(feature = "admin")] Object::HostIpRouteTableInfo(_) => "HostIpRouteTableInfo",
-            #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(_) => "HostIpToShortNameFailedEvent",
-            #[cfg(feature = "admin")] Object::HostIpmiInfo(_) => "HostIpmiInfo",
-            #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(_) => "HostIsolationIpPingFailedEvent",
-            Object::HostLicensableResourceInfo(_) => "HostLicensableResourceInfo",
-            Object::HostLicensableResourceKey(_) => "HostLicensableResourceKey",
-            Object::HostLicenseConnectInfo(_) => "HostLicenseConnectInfo",
-            #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(_) => "HostLicenseExpiredEvent",
-            #[cfg(feature = "admin")] Object::HostLicenseSpec(_) => "HostLicenseSpec",
-            Object::HostListSummary(_) => "HostListSummary",
-            Object::HostListSummaryGatewaySummary(_) => "HostListSummaryGatewaySummary",
-            Object::HostListSummaryQuickStats(_) => "HostListSummaryQuickStats",
-            #[cfg(feature = "admin")] Object::HostLocalAuthenticationInfo(_) => "HostLocalAuthenticationInfo",
-            #[cfg(feature = "admin")] Object::HostLocalFileSystemVolume(_) => "HostLocalFileSystemVolume",
-            Object::HostLocalFileSystemVolumeSpec(_) => "HostLocalFileSystemVolumeSpec",
-            #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(_) => "HostLocalPortCreatedEvent",
-            Object::HostLockdownMode(_) => "HostLockdownMode",
-            Object::HostLowLevelProvisioningManagerDiskLayoutSpec(_) => "HostLowLevelProvisioningManagerDiskLayoutSpec",
-            Object::HostLowLevelProvisioningManagerFileDeleteResult(_) => "HostLowLevelProvisioningManagerFileDeleteResult",
-            Object::HostLowLevelProvisioningManagerFileDeleteSpec(_) => "HostLowLevelProvisioningManagerFileDeleteSpec",
-            Object::HostLowLevelProvisioningManagerFileReserveResult(_) => "HostLowLevelProvisioningManagerFileReserveResult",
-            Object::HostLowLevelProvisioningManagerFileReserveSpec(_) => "HostLowLevelProvisioningManagerFileReserveSpec",
-            Object::HostLowLevelProvisioningManagerFileType(_) => "HostLowLevelProvisioningManagerFileType",
-            Object::HostLowLevelProvisioningManagerReloadTarget(_) => "HostLowLevelProvisioningManagerReloadTarget",
-            Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(_) => "HostLowLevelProvisioningManagerSnapshotLayoutSpec",
-            Object::HostLowLevelProvisioningManagerVmMigrationStatus(_) => "HostLowLevelProvisioningManagerVmMigrationStatus",
-            Object::HostLowLevelProvisioningManagerVmRecoveryInfo(_) => "HostLowLevelProvisioningManagerVmRecoveryInfo",
-            Object::HostMaintenanceSpec(_) => "HostMaintenanceSpec",
-            Object::HostMaintenanceSpecEvacuationMode(_) => "HostMaintenanceSpecEvacuationMode",
-            Object::HostMaintenanceSpecPurpose(_) => "HostMaintenanceSpecPurpose",
-            Object::HostMemberHealthCheckResult(_) => "HostMemberHealthCheckResult",
-            #[cfg(feature = "admin")] Object::HostMemberRuntimeInfo(_) => "HostMemberRuntimeInfo",
-            Object::HostMemberUplinkHealthCheckResult(_) => "HostMemberUplinkHealthCheckResult",
-            Object::HostMemoryProfile(_) => "HostMemoryProfile",
-            #[cfg(feature = "admin")] Object::HostMemorySpec(_) => "HostMemorySpec",
-            Object::HostMemoryTierFlags(_) => "HostMemoryTierFlags",
-            #[cfg(feature = "admin")] Object::HostMemoryTierInfo(_) => "HostMemoryTierInfo",
-            Object::HostMemoryTierType(_) => "HostMemoryTierType",
-            Object::HostMemoryTieringType(_) => "HostMemoryTieringType",
-            #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(_) => "HostMissingNetworksEvent",
-            #[cfg(feature = "all-events")] Object::HostMonitoringStateChangedEvent(_) => "HostMonitoringStateChangedEvent",
-            Object::HostMountInfo(_) => "HostMountInfo",
-            Object::HostMountInfoInaccessibleReason(_) => "HostMountInfoInaccessibleReason",
-            Object::HostMountInfoMountFailedReason(_) => "HostMountInfoMountFailedReason",
-            Object::HostMountMode(_) => "HostMountMode",
-            #[cfg(feature = "admin")] Object::HostMultipathInfo(_) => "HostMultipathInfo",
-            #[cfg(feature = "admin")] Object::HostMultipathInfoFixedLogicalUnitPolicy(_) => "HostMultipathInfoFixedLogicalUnitPolicy",
-            #[cfg(feature = "admin")] Object::HostMultipathInfoHppLogicalUnitPolicy(_) => "HostMultipathInfoHppLogicalUnitPolicy",
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnit(_) => "HostMultipathInfoLogicalUnit",
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitPolicy(_) => "HostMultipathInfoLogicalUnitPolicy",
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(_) => "HostMultipathInfoLogicalUnitStorageArrayTypePolicy",
-            #[cfg(feature = "admin")] Object::HostMultipathInfoPath(_) => "HostMultipathInfoPath",
-            #[cfg(feature = "admin")] Object::HostMultipathStateInfo(_) => "HostMultipathStateInfo",
-            #[cfg(feature = "admin")] Object::HostMultipathStateInfoPath(_) => "HostMultipathStateInfoPath",
-            Object::HostNasVolume(_) => "HostNasVolume",
-            #[cfg(feature = "admin")] Object::HostNasVolumeConfig(_) => "HostNasVolumeConfig",
-            Object::HostNasVolumeSecurityType(_) => "HostNasVolumeSecurityType",
-            Object::HostNasVolumeSpec(_) => "HostNasVolumeSpec",
-            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(_) => "HostNasVolumeUserInfo",
-            #[cfg(feature = "admin")] Object::HostNatService(_) => "HostNatService",
-            #[cfg(feature = "admin")] Object::HostNatServiceConfig(_) => "HostNatServiceConfig",
-            #[cfg(feature = "admin")] Object::HostNatServiceNameServiceSpec(_) => "HostNatServiceNameServiceSpec",
-            #[cfg(feature = "admin")] Object::HostNatServicePortForwardSpec(_) => "HostNatServicePortForwardSpec",
-            #[cfg(feature = "admin")] Object::HostNatServiceSpec(_) => "HostNatServiceSpec",
-            #[cfg(feature = "admin")] Object::HostNetCapabilities(_) => "HostNetCapabilities",
-            #[cfg(feature = "admin")] Object::HostNetOffloadCapabilities(_) => "HostNetOffloadCapabilities",
+            Object::HostSgxInfoSgxStates(_) => "HostSgxInfoSgxStates",
+            Object::HostSgxRegistrationInfoRegistrationStatus(_) => "HostSgxRegistrationInfoRegistrationStatus",
+            Object::HostSgxRegistrationInfoRegistrationType(_) => "HostSgxRegistrationInfoRegistrationType",
+            #[cfg(feature = "admin")] Object::HostSnmpAgentCapability(_) => "HostSnmpAgentCapability",
+            Object::HostStandbyMode(_) => "HostStandbyMode",
+            Object::HostStorageProtocol(_) => "HostStorageProtocol",
+            Object::HostSystemConnectionState(_) => "HostSystemConnectionState",
+            Object::HostSystemIdentificationInfoIdentifier(_) => "HostSystemIdentificationInfoIdentifier",
+            Object::HostSystemPowerState(_) => "HostSystemPowerState",
+            Object::HostSystemRemediationStateState(_) => "HostSystemRemediationStateState",
+            Object::HostTdxInfoTdxState(_) => "HostTdxInfoTdxState",
+            Object::HostTpmAttestationInfoAcceptanceStatus(_) => "HostTpmAttestationInfoAcceptanceStatus",
+            Object::HostTrustAuthorityAttestationInfoAttestationStatus(_) => "HostTrustAuthorityAttestationInfoAttestationStatus",
+            Object::HostUnresolvedVmfsExtentUnresolvedReason(_) => "HostUnresolvedVmfsExtentUnresolvedReason",
+            Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(_) => "HostUnresolvedVmfsResolutionSpecVmfsUuidResolution",
+            Object::HostVirtualNicManagerNicType(_) => "HostVirtualNicManagerNicType",
+            Object::HostVmciAccessManagerMode(_) => "HostVmciAccessManagerMode",
+            Object::HostVmfsVolumeUnmapBandwidthPolicy(_) => "HostVmfsVolumeUnmapBandwidthPolicy",
+            Object::HostVmfsVolumeUnmapPriority(_) => "HostVmfsVolumeUnmapPriority",
+            Object::HttpNfcLeaseManifestEntryChecksumType(_) => "HttpNfcLeaseManifestEntryChecksumType",
+            Object::HttpNfcLeaseMode(_) => "HttpNfcLeaseMode",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -658,1163 +940,364 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "admin")] Object::HostIpRouteOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostIpRouteTableConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostIpRouteTableInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostIpmiInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLicensableResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLicensableResourceKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLicenseConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostLicenseSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostListSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostListSummaryGatewaySummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostListSummaryQuickStats(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostLocalAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostLocalFileSystemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLocalFileSystemVolumeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLockdownMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerFileReserveResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerFileType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerReloadTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMaintenanceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMaintenanceSpecEvacuationMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMaintenanceSpecPurpose(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemberHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMemberRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemberUplinkHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemoryProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMemorySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemoryTierFlags(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMemoryTierInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemoryTierType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemoryTieringType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::HostMonitoringStateChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMountInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMountInfoInaccessibleReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMountInfoMountFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMountMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoHppLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathStateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostMultipathStateInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNasVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNasVolumeSecurityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNasVolumeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNatServiceNameServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNatServicePortForwardSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNatServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNetCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::HostNetOffloadCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSgxInfoSgxStates(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSgxRegistrationInfoRegistrationStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSgxRegistrationInfoRegistrationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSnmpAgentCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostStandbyMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostStorageProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSystemConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSystemIdentificationInfoIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSystemPowerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostSystemRemediationStateState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostTdxInfoTdxState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostTpmAttestationInfoAcceptanceStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostVirtualNicManagerNicType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostVmciAccessManagerMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostVmfsVolumeUnmapPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HttpNfcLeaseManifestEntryChecksumType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HttpNfcLeaseMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteOp {
+impl x::ObjectType for HostSgxInfoSgxStates {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpRouteOp(value)
+        Object::HostSgxInfoSgxStates(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSgxInfoSgxStates(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSgxInfoSgxStates(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteTableConfig {
+impl x::ObjectType for HostSgxRegistrationInfoRegistrationStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpRouteTableConfig(value)
+        Object::HostSgxRegistrationInfoRegistrationStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteTableConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSgxRegistrationInfoRegistrationStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteTableConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSgxRegistrationInfoRegistrationStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteTableInfo {
+impl x::ObjectType for HostSgxRegistrationInfoRegistrationType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpRouteTableInfo(value)
+        Object::HostSgxRegistrationInfoRegistrationType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteTableInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSgxRegistrationInfoRegistrationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteTableInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSgxRegistrationInfoRegistrationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostIpToShortNameFailedEvent {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSnmpAgentCapability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpToShortNameFailedEvent(value)
+        Object::HostSnmpAgentCapability(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpToShortNameFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSnmpAgentCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpToShortNameFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSnmpAgentCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostIpmiInfo {
+impl x::ObjectType for HostStandbyMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIpmiInfo(value)
+        Object::HostStandbyMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpmiInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostStandbyMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpmiInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostStandbyMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostIsolationIpPingFailedEvent {
+impl x::ObjectType for HostStorageProtocol {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostIsolationIpPingFailedEvent(value)
+        Object::HostStorageProtocol(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIsolationIpPingFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostStorageProtocol(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIsolationIpPingFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostStorageProtocol(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLicensableResourceInfo {
+impl x::ObjectType for HostSystemConnectionState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLicensableResourceInfo(value)
+        Object::HostSystemConnectionState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicensableResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSystemConnectionState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicensableResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSystemConnectionState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLicensableResourceKey {
+impl x::ObjectType for HostSystemIdentificationInfoIdentifier {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLicensableResourceKey(value)
+        Object::HostSystemIdentificationInfoIdentifier(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicensableResourceKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSystemIdentificationInfoIdentifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicensableResourceKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSystemIdentificationInfoIdentifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLicenseConnectInfo {
+impl x::ObjectType for HostSystemPowerState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLicenseConnectInfo(value)
+        Object::HostSystemPowerState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicenseConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSystemPowerState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicenseConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSystemPowerState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostLicenseExpiredEvent {
+impl x::ObjectType for HostSystemRemediationStateState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLicenseExpiredEvent(value)
+        Object::HostSystemRemediationStateState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicenseExpiredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostSystemRemediationStateState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicenseExpiredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostSystemRemediationStateState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostLicenseSpec {
+impl x::ObjectType for HostTdxInfoTdxState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLicenseSpec(value)
+        Object::HostTdxInfoTdxState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicenseSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostTdxInfoTdxState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicenseSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostTdxInfoTdxState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostListSummary {
+impl x::ObjectType for HostTpmAttestationInfoAcceptanceStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostListSummary(value)
+        Object::HostTpmAttestationInfoAcceptanceStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostListSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostTpmAttestationInfoAcceptanceStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostListSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostTpmAttestationInfoAcceptanceStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostListSummaryGatewaySummary {
+impl x::ObjectType for HostTrustAuthorityAttestationInfoAttestationStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostListSummaryGatewaySummary(value)
+        Object::HostTrustAuthorityAttestationInfoAttestationStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostListSummaryGatewaySummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostListSummaryGatewaySummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostListSummaryQuickStats {
+impl x::ObjectType for HostUnresolvedVmfsExtentUnresolvedReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostListSummaryQuickStats(value)
+        Object::HostUnresolvedVmfsExtentUnresolvedReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostListSummaryQuickStats(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostListSummaryQuickStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostLocalAuthenticationInfo {
+impl x::ObjectType for HostUnresolvedVmfsResolutionSpecVmfsUuidResolution {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLocalAuthenticationInfo(value)
+        Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLocalAuthenticationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLocalAuthenticationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for HostLocalFileSystemVolume {
+impl x::ObjectType for HostVirtualNicManagerNicType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLocalFileSystemVolume(value)
+        Object::HostVirtualNicManagerNicType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLocalFileSystemVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostVirtualNicManagerNicType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLocalFileSystemVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostVirtualNicManagerNicType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLocalFileSystemVolumeSpec {
+impl x::ObjectType for HostVmciAccessManagerMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLocalFileSystemVolumeSpec(value)
+        Object::HostVmciAccessManagerMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLocalFileSystemVolumeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostVmciAccessManagerMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLocalFileSystemVolumeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostVmciAccessManagerMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for HostLocalPortCreatedEvent {
+impl x::ObjectType for HostVmfsVolumeUnmapBandwidthPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLocalPortCreatedEvent(value)
+        Object::HostVmfsVolumeUnmapBandwidthPolicy(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLocalPortCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLocalPortCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLockdownMode {
+impl x::ObjectType for HostVmfsVolumeUnmapPriority {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLockdownMode(value)
+        Object::HostVmfsVolumeUnmapPriority(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLockdownMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HostVmfsVolumeUnmapPriority(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLockdownMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HostVmfsVolumeUnmapPriority(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLowLevelProvisioningManagerDiskLayoutSpec {
+impl x::ObjectType for HttpNfcLeaseManifestEntryChecksumType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerDiskLayoutSpec(value)
+        Object::HttpNfcLeaseManifestEntryChecksumType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HttpNfcLeaseManifestEntryChecksumType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HttpNfcLeaseManifestEntryChecksumType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLowLevelProvisioningManagerFileDeleteResult {
+impl x::ObjectType for HttpNfcLeaseMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerFileDeleteResult(value)
+        Object::HttpNfcLeaseMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::HttpNfcLeaseMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostLowLevelProvisioningManagerFileDeleteSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerFileDeleteSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostLowLevelProvisioningManagerFileReserveResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerFileReserveResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileReserveResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileReserveResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostLowLevelProvisioningManagerFileReserveSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerFileReserveSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostLowLevelProvisioningManagerFileType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerFileType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostLowLevelProvisioningManagerReloadTarget {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerReloadTarget(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerReloadTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerReloadTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostLowLevelProvisioningManagerVmMigrationStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerVmMigrationStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostLowLevelProvisioningManagerVmRecoveryInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMaintenanceSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMaintenanceSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMaintenanceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMaintenanceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMaintenanceSpecEvacuationMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMaintenanceSpecEvacuationMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMaintenanceSpecEvacuationMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMaintenanceSpecEvacuationMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMaintenanceSpecPurpose {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMaintenanceSpecPurpose(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMaintenanceSpecPurpose(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMaintenanceSpecPurpose(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMemberHealthCheckResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemberHealthCheckResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemberHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemberHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMemberRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemberRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemberRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemberRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMemberUplinkHealthCheckResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemberUplinkHealthCheckResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemberUplinkHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemberUplinkHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMemoryProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemoryProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMemorySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemorySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemorySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemorySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMemoryTierFlags {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemoryTierFlags(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryTierFlags(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryTierFlags(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMemoryTierInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemoryTierInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryTierInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryTierInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMemoryTierType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemoryTierType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryTierType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryTierType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMemoryTieringType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMemoryTieringType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryTieringType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryTieringType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostMissingNetworksEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMissingNetworksEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMissingNetworksEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMissingNetworksEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for HostMonitoringStateChangedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMonitoringStateChangedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMonitoringStateChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMonitoringStateChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMountInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMountInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMountInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMountInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMountInfoInaccessibleReason {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMountInfoInaccessibleReason(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMountInfoInaccessibleReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMountInfoInaccessibleReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMountInfoMountFailedReason {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMountInfoMountFailedReason(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMountInfoMountFailedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMountInfoMountFailedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostMountMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMountMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMountMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMountMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoFixedLogicalUnitPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathInfoFixedLogicalUnitPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoHppLogicalUnitPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathInfoHppLogicalUnitPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoHppLogicalUnitPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoHppLogicalUnitPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoLogicalUnit {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathInfoLogicalUnit(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoLogicalUnit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoLogicalUnit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoLogicalUnitPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathInfoLogicalUnitPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoLogicalUnitPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoLogicalUnitPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoPath {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathInfoPath(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathStateInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathStateInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathStateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathStateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathStateInfoPath {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostMultipathStateInfoPath(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathStateInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathStateInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostNasVolume {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNasVolume(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNasVolumeConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNasVolumeConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolumeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolumeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostNasVolumeSecurityType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNasVolumeSecurityType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolumeSecurityType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolumeSecurityType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for HostNasVolumeSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNasVolumeSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolumeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolumeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNasVolumeUserInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNasVolumeUserInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolumeUserInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolumeUserInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNatService {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNatService(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNatServiceConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNatServiceConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNatServiceNameServiceSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNatServiceNameServiceSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatServiceNameServiceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatServiceNameServiceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNatServicePortForwardSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNatServicePortForwardSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatServicePortForwardSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatServicePortForwardSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNatServiceSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNatServiceSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatServiceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatServiceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNetCapabilities {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNetCapabilities(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for HostNetOffloadCapabilities {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::HostNetOffloadCapabilities(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetOffloadCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetOffloadCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::HttpNfcLeaseMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

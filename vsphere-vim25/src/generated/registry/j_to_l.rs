@@ -90,6 +90,22 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x13d0512), x::Name(0x139ef0d), 186, 1), // LocalLicenseSource: LicenseSource
         x::TypeEntry::structure(x::Name(0x13d1814), x::Name(0xea3c09), 187, 0), // LocalTSMEnabledEvent: HostEvent
         x::TypeEntry::structure(x::Name(0x13d2d12), x::Name(0xbb9c0b), 187, 3), // LocalizableMessage: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d4021), x::Name(0xbb9c0b), 190, 7), // LocalizationManagerMessageCatalog: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d6214), x::Name(0xbb9c0b), 197, 2), // LocalizedMethodFault: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d7718), x::Name(0xc19905), 199, 1), // LockerMisconfiguredEvent: Event
+        x::TypeEntry::structure(x::Name(0x13d9017), x::Name(0xc19905), 200, 2), // LockerReconfiguredEvent: Event
+        x::TypeEntry::structure(x::Name(0x13da811), x::Name(0x1d94808), 202, 0), // LogBundlingFailed: VimFault
+        x::TypeEntry::request(x::Name(0x13dba17), 202, 3), // LogUserEventRequestType
+        x::TypeEntry::request(x::Name(0x13dd216), 205, 3), // LoginBySSPIRequestType
+        x::TypeEntry::request(x::Name(0x13de917), 208, 2), // LoginByTokenRequestType
+        x::TypeEntry::request(x::Name(0x13e0126), 210, 3), // LoginExtensionByCertificateRequestType
+        x::TypeEntry::request(x::Name(0x13e2826), 213, 3), // LoginExtensionBySubjectNameRequestType
+        x::TypeEntry::request(x::Name(0x13e4f10), 216, 4), // LoginRequestType
+        x::TypeEntry::request(x::Name(0x13e6011), 220, 1), // LogoutRequestType
+        x::TypeEntry::structure(x::Name(0x13e720a), x::Name(0x156580a), 221, 3), // LongOption: OptionType
+        x::TypeEntry::structure(x::Name(0x13e7d0a), x::Name(0x127c311), 224, 1), // LongPolicy: InheritablePolicy
+        x::TypeEntry::request(x::Name(0x13e881c), 225, 2), // LookupDvPortGroupRequestType
+        x::TypeEntry::request(x::Name(0x13ea521), 227, 3), // LookupVmOverheadMemoryRequestType
     ],
     decode,
     fields: &[
@@ -283,6 +299,46 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
         x::FieldEntry::repeated(x::Name(0x2363c03), x::Name(0x134090b)), // arg: KeyAnyValue
         x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::required(x::Name(0x2cda70a), x::Name(0x3344606)), // moduleName: string
+        x::FieldEntry::required(x::Name(0x244680b), x::Name(0x3344606)), // catalogName: string
+        x::FieldEntry::required(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x244740a), x::Name(0x3344606)), // catalogUri: string
+        x::FieldEntry::optional(x::Name(0x2b7410c), x::Name(0x2607608)), // lastModified: dateTime
+        x::FieldEntry::optional(x::Name(0x2c69106), x::Name(0x3344606)), // md5sum: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x1428f0b)), // fault: MethodFault
+        x::FieldEntry::optional(x::Name(0x2bd1b10), x::Name(0x3344606)), // localizedMessage: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x2e6ff0c), x::Name(0x976516)), // oldDatastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x2d77f0c), x::Name(0x976516)), // newDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cf2603), x::Name(0x3344606)), // msg: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x23e910b), x::Name(0x3344606)), // base64Token: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cb6003), x::Name(0x2be5304)), // min: long
+        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x2be5304)), // max: long
+        x::FieldEntry::required(x::Name(0x264950c), x::Name(0x2be5304)), // defaultValue: long
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x2be5304)), // value: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
     ],
     values: &[
         x::Name(0x3066906), // rawKey
@@ -345,76 +401,106 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "admin")] 2 => return Some(x::decode_struct_object::<KernelModuleInfo>(r)),
+        #[cfg(feature = "admin")] 3 => return Some(x::decode_struct_object::<KernelModuleSectionInfo>(r)),
+        4 => return Some(x::decode_struct_object::<KeyAnyValue>(r)),
+        #[cfg(feature = "all-faults")] 5 => return Some(x::decode_struct_object::<KeyNotFound>(r)),
+        6 => return Some(x::decode_struct_object::<KeyProviderId>(r)),
+        7 => return Some(x::decode_struct_object::<KeyValue>(r)),
+        #[cfg(feature = "admin")] 8 => return Some(x::decode_struct_object::<KmipClusterInfo>(r)),
+        #[cfg(feature = "admin")] 9 => return Some(x::decode_struct_object::<KmipClusterInfoKeyInfo>(r)),
+        #[cfg(feature = "admin")] 12 => return Some(x::decode_struct_object::<KmipClusterInfoWrappingKeyIdKeyInfo>(r)),
+        #[cfg(feature = "admin")] 13 => return Some(x::decode_struct_object::<KmipClusterInfoWrappingRotationIntervalKeyInfo>(r)),
+        #[cfg(feature = "admin")] 14 => return Some(x::decode_struct_object::<KmipServerInfo>(r)),
+        #[cfg(feature = "admin")] 15 => return Some(x::decode_struct_object::<KmipServerSpec>(r)),
+        #[cfg(feature = "admin")] 16 => return Some(x::decode_struct_object::<KmipServerSpecKeySpec>(r)),
+        #[cfg(feature = "admin")] 17 => return Some(x::decode_struct_object::<KmipServerSpecWrappingKeyIdKeySpec>(r)),
+        #[cfg(feature = "admin")] 18 => return Some(x::decode_struct_object::<KmipServerSpecWrappingRotationIntervalKeySpec>(r)),
+        19 => return Some(x::decode_struct_object::<KmipServerStatus>(r)),
+        #[cfg(feature = "all-faults")] 20 => return Some(x::decode_struct_object::<LargeRDMConversionNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 21 => return Some(x::decode_struct_object::<LargeRDMNotSupportedOnDatastore>(r)),
+        22 => return Some(x::decode_struct_object::<LatencySensitivity>(r)),
+        #[cfg(feature = "all-faults")] 25 => return Some(x::decode_struct_object::<LegacyNetworkInterfaceInUse>(r)),
+        #[cfg(feature = "all-faults")] 26 => return Some(x::decode_struct_object::<LicenseAssignmentFailed>(r)),
+        #[cfg(feature = "admin")] 28 => return Some(x::decode_struct_object::<LicenseAssignmentManagerLicenseAssignment>(r)),
+        #[cfg(feature = "admin")] 29 => return Some(x::decode_struct_object::<LicenseAvailabilityInfo>(r)),
+        #[cfg(feature = "admin")] 30 => return Some(x::decode_struct_object::<LicenseDiagnostics>(r)),
+        #[cfg(feature = "all-faults")] 31 => return Some(x::decode_struct_object::<LicenseDowngradeDisallowed>(r)),
+        #[cfg(feature = "all-faults")] 32 => return Some(x::decode_struct_object::<LicenseEntityNotFound>(r)),
+        #[cfg(feature = "all-events")] 33 => return Some(x::decode_struct_object::<LicenseEvent>(r)),
+        #[cfg(feature = "all-faults")] 34 => return Some(x::decode_struct_object::<LicenseExpired>(r)),
+        #[cfg(feature = "all-events")] 35 => return Some(x::decode_struct_object::<LicenseExpiredEvent>(r)),
+        36 => return Some(x::decode_struct_object::<LicenseFeatureInfo>(r)),
+        #[cfg(feature = "all-faults")] 40 => return Some(x::decode_struct_object::<LicenseKeyEntityMismatch>(r)),
+        41 => return Some(x::decode_struct_object::<LicenseManagerEvaluationInfo>(r)),
+        42 => return Some(x::decode_struct_object::<LicenseManagerLicenseInfo>(r)),
+        #[cfg(feature = "all-events")] 45 => return Some(x::decode_struct_object::<LicenseNonComplianceEvent>(r)),
+        #[cfg(feature = "admin")] 46 => return Some(x::decode_struct_object::<LicenseReservationInfo>(r)),
+        #[cfg(feature = "all-faults")] 48 => return Some(x::decode_struct_object::<LicenseRestricted>(r)),
+        #[cfg(feature = "all-events")] 49 => return Some(x::decode_struct_object::<LicenseRestrictedEvent>(r)),
+        #[cfg(feature = "all-events")] 50 => return Some(x::decode_struct_object::<LicenseServerAvailableEvent>(r)),
+        51 => return Some(x::decode_struct_object::<LicenseServerSource>(r)),
+        #[cfg(feature = "all-faults")] 52 => return Some(x::decode_struct_object::<LicenseServerUnavailable>(r)),
+        #[cfg(feature = "all-events")] 53 => return Some(x::decode_struct_object::<LicenseServerUnavailableEvent>(r)),
+        54 => return Some(x::decode_struct_object::<LicenseSource>(r)),
+        #[cfg(feature = "all-faults")] 55 => return Some(x::decode_struct_object::<LicenseSourceUnavailable>(r)),
+        #[cfg(feature = "admin")] 56 => return Some(x::decode_struct_object::<LicenseUsageInfo>(r)),
+        #[cfg(feature = "all-faults")] 57 => return Some(x::decode_struct_object::<LimitExceeded>(r)),
+        58 => return Some(x::decode_struct_object::<LinkDiscoveryProtocolConfig>(r)),
+        #[cfg(feature = "admin")] 61 => return Some(x::decode_struct_object::<LinkLayerDiscoveryProtocolInfo>(r)),
+        62 => return Some(x::decode_struct_object::<LinkProfile>(r)),
+        #[cfg(feature = "all-faults")] 63 => return Some(x::decode_struct_object::<LinuxVolumeNotClean>(r)),
+        #[cfg(feature = "all-events")] 79 => return Some(x::decode_struct_object::<LocalDatastoreCreatedEvent>(r)),
+        80 => return Some(x::decode_struct_object::<LocalDatastoreInfo>(r)),
+        81 => return Some(x::decode_struct_object::<LocalLicenseSource>(r)),
+        #[cfg(feature = "all-events")] 82 => return Some(x::decode_struct_object::<LocalTSMEnabledEvent>(r)),
+        83 => return Some(x::decode_struct_object::<LocalizableMessage>(r)),
+        #[cfg(feature = "admin")] 84 => return Some(x::decode_struct_object::<LocalizationManagerMessageCatalog>(r)),
+        85 => return Some(x::decode_struct_object::<LocalizedMethodFault>(r)),
+        #[cfg(feature = "all-events")] 86 => return Some(x::decode_struct_object::<LockerMisconfiguredEvent>(r)),
+        #[cfg(feature = "all-events")] 87 => return Some(x::decode_struct_object::<LockerReconfiguredEvent>(r)),
+        #[cfg(feature = "all-faults")] 88 => return Some(x::decode_struct_object::<LogBundlingFailed>(r)),
+        96 => return Some(x::decode_struct_object::<LongOption>(r)),
+        97 => return Some(x::decode_struct_object::<LongPolicy>(r)),
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKeyType(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKmsManagementType(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LatencySensitivitySensitivityLevel(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailedReason(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoSourceRestriction(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoState(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoUnit(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseKey(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfoState(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigOperationType(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigProtocolType(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "admin")] KernelModuleInfo(Box<KernelModuleInfo>),
-    #[cfg(feature = "admin")] KernelModuleSectionInfo(Box<KernelModuleSectionInfo>),
-    KeyAnyValue(Box<KeyAnyValue>),
-    #[cfg(feature = "all-faults")] KeyNotFound(Box<KeyNotFound>),
-    KeyProviderId(Box<KeyProviderId>),
-    KeyValue(Box<KeyValue>),
-    #[cfg(feature = "admin")] KmipClusterInfo(Box<KmipClusterInfo>),
-    #[cfg(feature = "admin")] KmipClusterInfoKeyInfo(Box<KmipClusterInfoKeyInfo>),
     KmipClusterInfoKeyType(Box<KmipClusterInfoKeyType>),
     KmipClusterInfoKmsManagementType(Box<KmipClusterInfoKmsManagementType>),
-    #[cfg(feature = "admin")] KmipClusterInfoWrappingKeyIdKeyInfo(Box<KmipClusterInfoWrappingKeyIdKeyInfo>),
-    #[cfg(feature = "admin")] KmipClusterInfoWrappingRotationIntervalKeyInfo(Box<KmipClusterInfoWrappingRotationIntervalKeyInfo>),
-    #[cfg(feature = "admin")] KmipServerInfo(Box<KmipServerInfo>),
-    #[cfg(feature = "admin")] KmipServerSpec(Box<KmipServerSpec>),
-    #[cfg(feature = "admin")] KmipServerSpecKeySpec(Box<KmipServerSpecKeySpec>),
-    #[cfg(feature = "admin")] KmipServerSpecWrappingKeyIdKeySpec(Box<KmipServerSpecWrappingKeyIdKeySpec>),
-    #[cfg(feature = "admin")] KmipServerSpecWrappingRotationIntervalKeySpec(Box<KmipServerSpecWrappingRotationIntervalKeySpec>),
-    KmipServerStatus(Box<KmipServerStatus>),
-    #[cfg(feature = "all-faults")] LargeRDMConversionNotSupported(Box<LargeRDMConversionNotSupported>),
-    #[cfg(feature = "all-faults")] LargeRDMNotSupportedOnDatastore(Box<LargeRDMNotSupportedOnDatastore>),
-    LatencySensitivity(Box<LatencySensitivity>),
     LatencySensitivitySensitivityLevel(Box<LatencySensitivitySensitivityLevel>),
-    #[cfg(feature = "all-faults")] LegacyNetworkInterfaceInUse(Box<LegacyNetworkInterfaceInUse>),
-    #[cfg(feature = "all-faults")] LicenseAssignmentFailed(Box<LicenseAssignmentFailed>),
     LicenseAssignmentFailedReason(Box<LicenseAssignmentFailedReason>),
-    #[cfg(feature = "admin")] LicenseAssignmentManagerLicenseAssignment(Box<LicenseAssignmentManagerLicenseAssignment>),
-    #[cfg(feature = "admin")] LicenseAvailabilityInfo(Box<LicenseAvailabilityInfo>),
-    #[cfg(feature = "admin")] LicenseDiagnostics(Box<LicenseDiagnostics>),
-    #[cfg(feature = "all-faults")] LicenseDowngradeDisallowed(Box<LicenseDowngradeDisallowed>),
-    #[cfg(feature = "all-faults")] LicenseEntityNotFound(Box<LicenseEntityNotFound>),
-    #[cfg(feature = "all-events")] LicenseEvent(Box<LicenseEvent>),
-    #[cfg(feature = "all-faults")] LicenseExpired(Box<LicenseExpired>),
-    #[cfg(feature = "all-events")] LicenseExpiredEvent(Box<LicenseExpiredEvent>),
-    LicenseFeatureInfo(Box<LicenseFeatureInfo>),
     LicenseFeatureInfoSourceRestriction(Box<LicenseFeatureInfoSourceRestriction>),
     LicenseFeatureInfoState(Box<LicenseFeatureInfoState>),
     LicenseFeatureInfoUnit(Box<LicenseFeatureInfoUnit>),
-    #[cfg(feature = "all-faults")] LicenseKeyEntityMismatch(Box<LicenseKeyEntityMismatch>),
-    LicenseManagerEvaluationInfo(Box<LicenseManagerEvaluationInfo>),
-    LicenseManagerLicenseInfo(Box<LicenseManagerLicenseInfo>),
     LicenseManagerLicenseKey(Box<LicenseManagerLicenseKey>),
     #[cfg(feature = "admin")] LicenseManagerState(Box<LicenseManagerState>),
-    #[cfg(feature = "all-events")] LicenseNonComplianceEvent(Box<LicenseNonComplianceEvent>),
-    #[cfg(feature = "admin")] LicenseReservationInfo(Box<LicenseReservationInfo>),
     #[cfg(feature = "admin")] LicenseReservationInfoState(Box<LicenseReservationInfoState>),
-    #[cfg(feature = "all-faults")] LicenseRestricted(Box<LicenseRestricted>),
-    #[cfg(feature = "all-events")] LicenseRestrictedEvent(Box<LicenseRestrictedEvent>),
-    #[cfg(feature = "all-events")] LicenseServerAvailableEvent(Box<LicenseServerAvailableEvent>),
-    LicenseServerSource(Box<LicenseServerSource>),
-    #[cfg(feature = "all-faults")] LicenseServerUnavailable(Box<LicenseServerUnavailable>),
-    #[cfg(feature = "all-events")] LicenseServerUnavailableEvent(Box<LicenseServerUnavailableEvent>),
-    LicenseSource(Box<LicenseSource>),
-    #[cfg(feature = "all-faults")] LicenseSourceUnavailable(Box<LicenseSourceUnavailable>),
-    #[cfg(feature = "admin")] LicenseUsageInfo(Box<LicenseUsageInfo>),
-    #[cfg(feature = "all-faults")] LimitExceeded(Box<LimitExceeded>),
-    LinkDiscoveryProtocolConfig(Box<LinkDiscoveryProtocolConfig>),
     LinkDiscoveryProtocolConfigOperationType(Box<LinkDiscoveryProtocolConfigOperationType>),
     LinkDiscoveryProtocolConfigProtocolType(Box<LinkDiscoveryProtocolConfigProtocolType>),
-    #[cfg(feature = "admin")] LinkLayerDiscoveryProtocolInfo(Box<LinkLayerDiscoveryProtocolInfo>),
-    LinkProfile(Box<LinkProfile>),
-    #[cfg(feature = "all-faults")] LinuxVolumeNotClean(Box<LinuxVolumeNotClean>),
-    #[cfg(feature = "all-events")] LocalDatastoreCreatedEvent(Box<LocalDatastoreCreatedEvent>),
-    LocalDatastoreInfo(Box<LocalDatastoreInfo>),
-    LocalLicenseSource(Box<LocalLicenseSource>),
-    #[cfg(feature = "all-events")] LocalTSMEnabledEvent(Box<LocalTSMEnabledEvent>),
-    LocalizableMessage(Box<LocalizableMessage>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -423,152 +509,21 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleSectionInfo(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyAnyValue(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyNotFound(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyProviderId(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyValue(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKeyInfo(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKeyType(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKmsManagementType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoWrappingKeyIdKeyInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecKeySpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerStatus(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMConversionNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMNotSupportedOnDatastore(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LatencySensitivity(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LatencySensitivitySensitivityLevel(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LegacyNetworkInterfaceInUse(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailed(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailedReason(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDiagnostics(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDowngradeDisallowed(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEntityNotFound(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseExpired(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfo(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoSourceRestriction(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoState(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoUnit(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseKeyEntityMismatch(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerEvaluationInfo(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseInfo(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseKey(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerState(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseNonComplianceEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfoState(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestricted(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestrictedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerAvailableEvent(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerSource(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailable(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailableEvent(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSource(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSourceUnavailable(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseUsageInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LimitExceeded(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfig(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigOperationType(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigProtocolType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkLayerDiscoveryProtocolInfo(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinuxVolumeNotClean(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalDatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalLicenseSource(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizableMessage(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "admin")] Object::KernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KernelModuleSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KeyAnyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KeyProviderId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KeyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipClusterInfoKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KmipClusterInfoKeyType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KmipClusterInfoKmsManagementType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipServerSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipServerSpecKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingKeyIdKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipServerStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LatencySensitivity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LatencySensitivitySensitivityLevel(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseAssignmentFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::LicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::LicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::LicenseDiagnostics(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::LicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LicenseExpired(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseFeatureInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseFeatureInfoSourceRestriction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseFeatureInfoState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseFeatureInfoUnit(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseManagerEvaluationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseManagerLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseManagerLicenseKey(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::LicenseManagerState(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::LicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::LicenseReservationInfoState(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseServerSource(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::LicenseUsageInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LinkDiscoveryProtocolConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkDiscoveryProtocolConfigOperationType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkDiscoveryProtocolConfigProtocolType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::LinkLayerDiscoveryProtocolInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LocalDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LocalLicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LocalizableMessage(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -582,72 +537,18 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "admin")] Object::KernelModuleInfo(_) => "KernelModuleInfo",
-            #[cfg(feature = "admin")] Object::KernelModuleSectionInfo(_) => "KernelModuleSectionInfo",
-            Object::KeyAnyValue(_) => "KeyAnyValue",
-            #[cfg(feature = "all-faults")] Object::KeyNotFound(_) => "KeyNotFound",
-            Object::KeyProviderId(_) => "KeyProviderId",
-            Object::KeyValue(_) => "KeyValue",
-            #[cfg(feature = "admin")] Object::KmipClusterInfo(_) => "KmipClusterInfo",
-            #[cfg(feature = "admin")] Object::KmipClusterInfoKeyInfo(_) => "KmipClusterInfoKeyInfo",
             Object::KmipClusterInfoKeyType(_) => "KmipClusterInfoKeyType",
             Object::KmipClusterInfoKmsManagementType(_) => "KmipClusterInfoKmsManagementType",
-            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingKeyIdKeyInfo(_) => "KmipClusterInfoWrappingKeyIdKeyInfo",
-            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(_) => "KmipClusterInfoWrappingRotationIntervalKeyInfo",
-            #[cfg(feature = "admin")] Object::KmipServerInfo(_) => "KmipServerInfo",
-            #[cfg(feature = "admin")] Object::KmipServerSpec(_) => "KmipServerSpec",
-            #[cfg(feature = "admin")] Object::KmipServerSpecKeySpec(_) => "KmipServerSpecKeySpec",
-            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingKeyIdKeySpec(_) => "KmipServerSpecWrappingKeyIdKeySpec",
-            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingRotationIntervalKeySpec(_) => "KmipServerSpecWrappingRotationIntervalKeySpec",
-            Object::KmipServerStatus(_) => "KmipServerStatus",
-            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(_) => "LargeRDMConversionNotSupported",
-            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(_) => "LargeRDMNotSupportedOnDatastore",
-            Object::LatencySensitivity(_) => "LatencySensitivity",
             Object::LatencySensitivitySensitivityLevel(_) => "LatencySensitivitySensitivityLevel",
-            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(_) => "LegacyNetworkInterfaceInUse",
-            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(_) => "LicenseAssignmentFailed",
             Object::LicenseAssignmentFailedReason(_) => "LicenseAssignmentFailedReason",
-            #[cfg(feature = "admin")] Object::LicenseAssignmentManagerLicenseAssignment(_) => "LicenseAssignmentManagerLicenseAssignment",
-            #[cfg(feature = "admin")] Object::LicenseAvailabilityInfo(_) => "LicenseAvailabilityInfo",
-            #[cfg(feature = "admin")] Object::LicenseDiagnostics(_) => "LicenseDiagnostics",
-            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(_) => "LicenseDowngradeDisallowed",
-            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(_) => "LicenseEntityNotFound",
-            #[cfg(feature = "all-events")] Object::LicenseEvent(_) => "LicenseEvent",
-            #[cfg(feature = "all-faults")] Object::LicenseExpired(_) => "LicenseExpired",
-            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(_) => "LicenseExpiredEvent",
-            Object::LicenseFeatureInfo(_) => "LicenseFeatureInfo",
             Object::LicenseFeatureInfoSourceRestriction(_) => "LicenseFeatureInfoSourceRestriction",
             Object::LicenseFeatureInfoState(_) => "LicenseFeatureInfoState",
             Object::LicenseFeatureInfoUnit(_) => "LicenseFeatureInfoUnit",
-            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(_) => "LicenseKeyEntityMismatch",
-            Object::LicenseManagerEvaluationInfo(_) => "LicenseManagerEvaluationInfo",
-            Object::LicenseManagerLicenseInfo(_) => "LicenseManagerLicenseInfo",
             Object::LicenseManagerLicenseKey(_) => "LicenseManagerLicenseKey",
             #[cfg(feature = "admin")] Object::LicenseManagerState(_) => "LicenseManagerState",
-            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(_) => "LicenseNonComplianceEvent",
-            #[cfg(feature = "admin")] Object::LicenseReservationInfo(_) => "LicenseReservationInfo",
             #[cfg(feature = "admin")] Object::LicenseReservationInfoState(_) => "LicenseReservationInfoState",
-            #[cfg(feature = "all-faults")] Object::LicenseRestricted(_) => "LicenseRestricted",
-            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(_) => "LicenseRestrictedEvent",
-            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(_) => "LicenseServerAvailableEvent",
-            Object::LicenseServerSource(_) => "LicenseServerSource",
-            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(_) => "LicenseServerUnavailable",
-            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(_) => "LicenseServerUnavailableEvent",
-            Object::LicenseSource(_) => "LicenseSource",
-            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(_) => "LicenseSourceUnavailable",
-            #[cfg(feature = "admin")] Object::LicenseUsageInfo(_) => "LicenseUsageInfo",
-            #[cfg(feature = "all-faults")] Object::LimitExceeded(_) => "LimitExceeded",
-            Object::LinkDiscoveryProtocolConfig(_) => "LinkDiscoveryProtocolConfig",
             Object::LinkDiscoveryProtocolConfigOperationType(_) => "LinkDiscoveryProtocolConfigOperationType",
             Object::LinkDiscoveryProtocolConfigProtocolType(_) => "LinkDiscoveryProtocolConfigProtocolType",
-            #[cfg(feature = "admin")] Object::LinkLayerDiscoveryProtocolInfo(_) => "LinkLayerDiscoveryProtocolInfo",
-            Object::LinkProfile(_) => "LinkProfile",
-            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(_) => "LinuxVolumeNotClean",
-            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(_) => "LocalDatastoreCreatedEvent",
-            Object::LocalDatastoreInfo(_) => "LocalDatastoreInfo",
-            Object::LocalLicenseSource(_) => "LocalLicenseSource",
-            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(_) => "LocalTSMEnabledEvent",
-            Object::LocalizableMessage(_) => "LocalizableMessage",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -667,204 +568,22 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "admin")] Object::KernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KernelModuleSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KeyAnyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KeyProviderId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KeyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipClusterInfoKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KmipClusterInfoKeyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KmipClusterInfoKmsManagementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipServerSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipServerSpecKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingKeyIdKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipServerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LatencySensitivity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LatencySensitivitySensitivityLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseAssignmentFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::LicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::LicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::LicenseDiagnostics(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::LicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LicenseExpired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseFeatureInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseFeatureInfoSourceRestriction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseFeatureInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseFeatureInfoUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseManagerEvaluationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseManagerLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseManagerLicenseKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::LicenseManagerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::LicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::LicenseReservationInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseServerSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::LicenseUsageInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LinkDiscoveryProtocolConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkDiscoveryProtocolConfigOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkDiscoveryProtocolConfigProtocolType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::LinkLayerDiscoveryProtocolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LinkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LocalDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LocalLicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LocalizableMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "admin")] impl x::ObjectType for KernelModuleInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KernelModuleInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KernelModuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KernelModuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KernelModuleSectionInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KernelModuleSectionInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KernelModuleSectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KernelModuleSectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for KeyAnyValue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KeyAnyValue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KeyAnyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KeyAnyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for KeyNotFound {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KeyNotFound(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KeyNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KeyNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for KeyProviderId {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KeyProviderId(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KeyProviderId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KeyProviderId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for KeyValue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KeyValue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KeyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KeyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KmipClusterInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipClusterInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KmipClusterInfoKeyInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipClusterInfoKeyInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfoKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfoKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for KmipClusterInfoKeyType {
     type Object = Object;
@@ -898,182 +617,6 @@ impl x::ObjectType for KmipClusterInfoKmsManagementType {
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for KmipClusterInfoWrappingKeyIdKeyInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipClusterInfoWrappingKeyIdKeyInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KmipServerInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipServerInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KmipServerSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipServerSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KmipServerSpecKeySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipServerSpecKeySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerSpecKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerSpecKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KmipServerSpecWrappingKeyIdKeySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipServerSpecWrappingKeyIdKeySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for KmipServerSpecWrappingRotationIntervalKeySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipServerSpecWrappingRotationIntervalKeySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for KmipServerStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::KmipServerStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LargeRDMConversionNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LargeRDMConversionNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LargeRDMConversionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LargeRDMConversionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LargeRDMNotSupportedOnDatastore {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LargeRDMNotSupportedOnDatastore(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LargeRDMNotSupportedOnDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LargeRDMNotSupportedOnDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LatencySensitivity {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LatencySensitivity(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LatencySensitivity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LatencySensitivity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for LatencySensitivitySensitivityLevel {
     type Object = Object;
     #[inline]
@@ -1090,38 +633,6 @@ impl x::ObjectType for LatencySensitivitySensitivityLevel {
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for LegacyNetworkInterfaceInUse {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LegacyNetworkInterfaceInUse(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LegacyNetworkInterfaceInUse(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LegacyNetworkInterfaceInUse(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseAssignmentFailed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseAssignmentFailed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseAssignmentFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseAssignmentFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for LicenseAssignmentFailedReason {
     type Object = Object;
     #[inline]
@@ -1135,150 +646,6 @@ impl x::ObjectType for LicenseAssignmentFailedReason {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::LicenseAssignmentFailedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for LicenseAssignmentManagerLicenseAssignment {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseAssignmentManagerLicenseAssignment(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseAssignmentManagerLicenseAssignment(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseAssignmentManagerLicenseAssignment(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for LicenseAvailabilityInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseAvailabilityInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseAvailabilityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseAvailabilityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for LicenseDiagnostics {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseDiagnostics(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseDiagnostics(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseDiagnostics(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseDowngradeDisallowed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseDowngradeDisallowed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseDowngradeDisallowed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseDowngradeDisallowed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseEntityNotFound {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseEntityNotFound(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseEntityNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseEntityNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for LicenseEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseExpired {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseExpired(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseExpired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseExpired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for LicenseExpiredEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseExpiredEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseExpiredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseExpiredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LicenseFeatureInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseFeatureInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseFeatureInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseFeatureInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1330,54 +697,6 @@ impl x::ObjectType for LicenseFeatureInfoUnit {
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseKeyEntityMismatch {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseKeyEntityMismatch(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseKeyEntityMismatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseKeyEntityMismatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LicenseManagerEvaluationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseManagerEvaluationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseManagerEvaluationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseManagerEvaluationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LicenseManagerLicenseInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseManagerLicenseInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseManagerLicenseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseManagerLicenseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for LicenseManagerLicenseKey {
     type Object = Object;
     #[inline]
@@ -1410,38 +729,6 @@ impl x::ObjectType for LicenseManagerLicenseKey {
     }
 }
 
-#[cfg(feature = "all-events")] impl x::ObjectType for LicenseNonComplianceEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseNonComplianceEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseNonComplianceEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseNonComplianceEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for LicenseReservationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseReservationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseReservationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseReservationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 #[cfg(feature = "admin")] impl x::ObjectType for LicenseReservationInfoState {
     type Object = Object;
     #[inline]
@@ -1455,182 +742,6 @@ impl x::ObjectType for LicenseManagerLicenseKey {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::LicenseReservationInfoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseRestricted {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseRestricted(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseRestricted(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseRestricted(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for LicenseRestrictedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseRestrictedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseRestrictedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseRestrictedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for LicenseServerAvailableEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseServerAvailableEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseServerAvailableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseServerAvailableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LicenseServerSource {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseServerSource(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseServerSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseServerSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseServerUnavailable {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseServerUnavailable(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseServerUnavailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseServerUnavailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for LicenseServerUnavailableEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseServerUnavailableEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseServerUnavailableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseServerUnavailableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LicenseSource {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseSource(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseSourceUnavailable {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseSourceUnavailable(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseSourceUnavailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseSourceUnavailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for LicenseUsageInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LicenseUsageInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseUsageInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseUsageInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LimitExceeded {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LimitExceeded(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LimitExceeded(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LimitExceeded(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LinkDiscoveryProtocolConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LinkDiscoveryProtocolConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinkDiscoveryProtocolConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinkDiscoveryProtocolConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1663,133 +774,5 @@ impl x::ObjectType for LinkDiscoveryProtocolConfigProtocolType {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::LinkDiscoveryProtocolConfigProtocolType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for LinkLayerDiscoveryProtocolInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LinkLayerDiscoveryProtocolInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinkLayerDiscoveryProtocolInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinkLayerDiscoveryProtocolInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LinkProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LinkProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinkProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinkProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for LinuxVolumeNotClean {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LinuxVolumeNotClean(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinuxVolumeNotClean(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinuxVolumeNotClean(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for LocalDatastoreCreatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LocalDatastoreCreatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalDatastoreCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalDatastoreCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LocalDatastoreInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LocalDatastoreInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LocalLicenseSource {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LocalLicenseSource(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalLicenseSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalLicenseSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for LocalTSMEnabledEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LocalTSMEnabledEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalTSMEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalTSMEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LocalizableMessage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LocalizableMessage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalizableMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalizableMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

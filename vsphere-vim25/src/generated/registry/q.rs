@@ -420,14 +420,27 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "all-faults")] 0 => return Some(x::decode_struct_object::<QuarantineModeFault>(r)),
+        #[cfg(feature = "all-faults")] 123 => return Some(x::decode_struct_object::<QuestionPending>(r)),
+        #[cfg(feature = "all-faults")] 124 => return Some(x::decode_struct_object::<QuiesceDatastoreIOForHAFailed>(r)),
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFaultFaultType(v), Err(e) => return Some(Err(e)) },
+        125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceMode(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "all-faults")] QuarantineModeFault(Box<QuarantineModeFault>),
     QuarantineModeFaultFaultType(Box<QuarantineModeFaultFaultType>),
-    #[cfg(feature = "all-faults")] QuestionPending(Box<QuestionPending>),
-    #[cfg(feature = "all-faults")] QuiesceDatastoreIOForHAFailed(Box<QuiesceDatastoreIOForHAFailed>),
     QuiesceMode(Box<QuiesceMode>),
 }
 
@@ -437,29 +450,10 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFault(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFaultFaultType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 123 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuestionPending(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 124 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceDatastoreIOForHAFailed(v), Err(e) => return Some(Err(e)) },
-        125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceMode(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "all-faults")] Object::QuarantineModeFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::QuarantineModeFaultFaultType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::QuestionPending(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::QuiesceDatastoreIOForHAFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::QuiesceMode(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -474,10 +468,7 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "all-faults")] Object::QuarantineModeFault(_) => "QuarantineModeFault",
             Object::QuarantineModeFaultFaultType(_) => "QuarantineModeFaultFaultType",
-            #[cfg(feature = "all-faults")] Object::QuestionPending(_) => "QuestionPending",
-            #[cfg(feature = "all-faults")] Object::QuiesceDatastoreIOForHAFailed(_) => "QuiesceDatastoreIOForHAFailed",
             Object::QuiesceMode(_) => "QuiesceMode",
         }
     }
@@ -498,31 +489,12 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "all-faults")] Object::QuarantineModeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::QuarantineModeFaultFaultType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::QuestionPending(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::QuiesceDatastoreIOForHAFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::QuiesceMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for QuarantineModeFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::QuarantineModeFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuarantineModeFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuarantineModeFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for QuarantineModeFaultFaultType {
     type Object = Object;
@@ -532,43 +504,11 @@ impl x::ObjectType for QuarantineModeFaultFaultType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuarantineModeFaultFaultType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::QuarantineModeFaultFaultType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuarantineModeFaultFaultType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for QuestionPending {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::QuestionPending(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuestionPending(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuestionPending(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for QuiesceDatastoreIOForHAFailed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::QuiesceDatastoreIOForHAFailed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuiesceDatastoreIOForHAFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuiesceDatastoreIOForHAFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::QuarantineModeFaultFaultType(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -580,10 +520,10 @@ impl x::ObjectType for QuiesceMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuiesceMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::QuiesceMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuiesceMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::QuiesceMode(v) => Ok(v), other => Err(other), }
     }
 }

@@ -491,52 +491,64 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "all-faults")] 0 => return Some(x::decode_struct_object::<UnSupportedDatastoreForVFlash>(r)),
+        #[cfg(feature = "all-faults")] 3 => return Some(x::decode_struct_object::<UncommittedUndoableDisk>(r)),
+        #[cfg(feature = "all-faults")] 4 => return Some(x::decode_struct_object::<UnconfiguredPropertyValue>(r)),
+        #[cfg(feature = "all-faults")] 5 => return Some(x::decode_struct_object::<UncustomizableGuest>(r)),
+        #[cfg(feature = "all-faults")] 6 => return Some(x::decode_struct_object::<UnexpectedCustomizationFault>(r)),
+        #[cfg(feature = "all-faults")] 7 => return Some(x::decode_struct_object::<UnexpectedFault>(r)),
+        #[cfg(feature = "all-events")] 11 => return Some(x::decode_struct_object::<UnlicensedVirtualMachinesEvent>(r)),
+        #[cfg(feature = "all-events")] 12 => return Some(x::decode_struct_object::<UnlicensedVirtualMachinesFoundEvent>(r)),
+        #[cfg(feature = "all-faults")] 21 => return Some(x::decode_struct_object::<UnrecognizedHost>(r)),
+        #[cfg(feature = "all-faults")] 28 => return Some(x::decode_struct_object::<UnsharedSwapVMotionNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 29 => return Some(x::decode_struct_object::<UnsupportedDatastore>(r)),
+        #[cfg(feature = "all-faults")] 30 => return Some(x::decode_struct_object::<UnsupportedGuest>(r)),
+        #[cfg(feature = "all-faults")] 31 => return Some(x::decode_struct_object::<UnsupportedVimApiVersion>(r)),
+        #[cfg(feature = "all-faults")] 32 => return Some(x::decode_struct_object::<UnsupportedVmxLocation>(r)),
+        #[cfg(feature = "admin")] 33 => return Some(x::decode_struct_object::<UntrustedCertificate>(r)),
+        #[cfg(feature = "all-faults")] 34 => return Some(x::decode_struct_object::<UnusedVirtualDiskBlocksNotScrubbed>(r)),
+        97 => return Some(x::decode_struct_object::<UpdateSet>(r)),
+        109 => return Some(x::decode_struct_object::<UpdateVirtualMachineFilesResult>(r)),
+        110 => return Some(x::decode_struct_object::<UpdateVirtualMachineFilesResultFailedVmFileInfo>(r)),
+        #[cfg(feature = "all-events")] 116 => return Some(x::decode_struct_object::<UpdatedAgentBeingRestartedEvent>(r)),
+        #[cfg(feature = "all-events")] 117 => return Some(x::decode_struct_object::<UpgradeEvent>(r)),
+        #[cfg(feature = "all-events")] 125 => return Some(x::decode_struct_object::<UplinkPortMtuNotSupportEvent>(r)),
+        #[cfg(feature = "all-events")] 126 => return Some(x::decode_struct_object::<UplinkPortMtuSupportEvent>(r)),
+        #[cfg(feature = "all-events")] 127 => return Some(x::decode_struct_object::<UplinkPortVlanTrunkedEvent>(r)),
+        #[cfg(feature = "all-events")] 128 => return Some(x::decode_struct_object::<UplinkPortVlanUntrunkedEvent>(r)),
+        131 => return Some(x::decode_struct_object::<UsbScanCodeSpec>(r)),
+        132 => return Some(x::decode_struct_object::<UsbScanCodeSpecKeyEvent>(r)),
+        133 => return Some(x::decode_struct_object::<UsbScanCodeSpecModifierType>(r)),
+        #[cfg(feature = "all-events")] 134 => return Some(x::decode_struct_object::<UserAssignedToGroup>(r)),
+        135 => return Some(x::decode_struct_object::<UserGroupProfile>(r)),
+        #[cfg(feature = "admin")] 136 => return Some(x::decode_struct_object::<UserInputRequiredParameterMetadata>(r)),
+        #[cfg(feature = "all-events")] 137 => return Some(x::decode_struct_object::<UserLoginSessionEvent>(r)),
+        #[cfg(feature = "all-events")] 138 => return Some(x::decode_struct_object::<UserLogoutSessionEvent>(r)),
+        #[cfg(feature = "all-faults")] 139 => return Some(x::decode_struct_object::<UserNotFound>(r)),
+        #[cfg(feature = "all-events")] 140 => return Some(x::decode_struct_object::<UserPasswordChanged>(r)),
+        #[cfg(feature = "admin")] 141 => return Some(x::decode_struct_object::<UserPrivilegeResult>(r)),
+        142 => return Some(x::decode_struct_object::<UserProfile>(r)),
+        #[cfg(feature = "admin")] 143 => return Some(x::decode_struct_object::<UserSearchResult>(r)),
+        144 => return Some(x::decode_struct_object::<UserSession>(r)),
+        #[cfg(feature = "all-events")] 145 => return Some(x::decode_struct_object::<UserUnassignedFromGroup>(r)),
+        #[cfg(feature = "all-events")] 146 => return Some(x::decode_struct_object::<UserUpgradeEvent>(r)),
+        119 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpgradePolicy(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "all-faults")] UnSupportedDatastoreForVFlash(Box<UnSupportedDatastoreForVFlash>),
-    #[cfg(feature = "all-faults")] UncommittedUndoableDisk(Box<UncommittedUndoableDisk>),
-    #[cfg(feature = "all-faults")] UnconfiguredPropertyValue(Box<UnconfiguredPropertyValue>),
-    #[cfg(feature = "all-faults")] UncustomizableGuest(Box<UncustomizableGuest>),
-    #[cfg(feature = "all-faults")] UnexpectedCustomizationFault(Box<UnexpectedCustomizationFault>),
-    #[cfg(feature = "all-faults")] UnexpectedFault(Box<UnexpectedFault>),
-    #[cfg(feature = "all-events")] UnlicensedVirtualMachinesEvent(Box<UnlicensedVirtualMachinesEvent>),
-    #[cfg(feature = "all-events")] UnlicensedVirtualMachinesFoundEvent(Box<UnlicensedVirtualMachinesFoundEvent>),
-    #[cfg(feature = "all-faults")] UnrecognizedHost(Box<UnrecognizedHost>),
-    #[cfg(feature = "all-faults")] UnsharedSwapVMotionNotSupported(Box<UnsharedSwapVMotionNotSupported>),
-    #[cfg(feature = "all-faults")] UnsupportedDatastore(Box<UnsupportedDatastore>),
-    #[cfg(feature = "all-faults")] UnsupportedGuest(Box<UnsupportedGuest>),
-    #[cfg(feature = "all-faults")] UnsupportedVimApiVersion(Box<UnsupportedVimApiVersion>),
-    #[cfg(feature = "all-faults")] UnsupportedVmxLocation(Box<UnsupportedVmxLocation>),
-    #[cfg(feature = "admin")] UntrustedCertificate(Box<UntrustedCertificate>),
-    #[cfg(feature = "all-faults")] UnusedVirtualDiskBlocksNotScrubbed(Box<UnusedVirtualDiskBlocksNotScrubbed>),
-    UpdateSet(Box<UpdateSet>),
-    UpdateVirtualMachineFilesResult(Box<UpdateVirtualMachineFilesResult>),
-    UpdateVirtualMachineFilesResultFailedVmFileInfo(Box<UpdateVirtualMachineFilesResultFailedVmFileInfo>),
-    #[cfg(feature = "all-events")] UpdatedAgentBeingRestartedEvent(Box<UpdatedAgentBeingRestartedEvent>),
-    #[cfg(feature = "all-events")] UpgradeEvent(Box<UpgradeEvent>),
     UpgradePolicy(Box<UpgradePolicy>),
-    #[cfg(feature = "all-events")] UplinkPortMtuNotSupportEvent(Box<UplinkPortMtuNotSupportEvent>),
-    #[cfg(feature = "all-events")] UplinkPortMtuSupportEvent(Box<UplinkPortMtuSupportEvent>),
-    #[cfg(feature = "all-events")] UplinkPortVlanTrunkedEvent(Box<UplinkPortVlanTrunkedEvent>),
-    #[cfg(feature = "all-events")] UplinkPortVlanUntrunkedEvent(Box<UplinkPortVlanUntrunkedEvent>),
-    UsbScanCodeSpec(Box<UsbScanCodeSpec>),
-    UsbScanCodeSpecKeyEvent(Box<UsbScanCodeSpecKeyEvent>),
-    UsbScanCodeSpecModifierType(Box<UsbScanCodeSpecModifierType>),
-    #[cfg(feature = "all-events")] UserAssignedToGroup(Box<UserAssignedToGroup>),
-    UserGroupProfile(Box<UserGroupProfile>),
-    #[cfg(feature = "admin")] UserInputRequiredParameterMetadata(Box<UserInputRequiredParameterMetadata>),
-    #[cfg(feature = "all-events")] UserLoginSessionEvent(Box<UserLoginSessionEvent>),
-    #[cfg(feature = "all-events")] UserLogoutSessionEvent(Box<UserLogoutSessionEvent>),
-    #[cfg(feature = "all-faults")] UserNotFound(Box<UserNotFound>),
-    #[cfg(feature = "all-events")] UserPasswordChanged(Box<UserPasswordChanged>),
-    #[cfg(feature = "admin")] UserPrivilegeResult(Box<UserPrivilegeResult>),
-    UserProfile(Box<UserProfile>),
-    #[cfg(feature = "admin")] UserSearchResult(Box<UserSearchResult>),
-    UserSession(Box<UserSession>),
-    #[cfg(feature = "all-events")] UserUnassignedFromGroup(Box<UserUnassignedFromGroup>),
-    #[cfg(feature = "all-events")] UserUpgradeEvent(Box<UserUpgradeEvent>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -545,104 +557,10 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnSupportedDatastoreForVFlash(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UncommittedUndoableDisk(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnconfiguredPropertyValue(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UncustomizableGuest(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnexpectedCustomizationFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnexpectedFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnlicensedVirtualMachinesEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnlicensedVirtualMachinesFoundEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnrecognizedHost(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsharedSwapVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedDatastore(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedGuest(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedVimApiVersion(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedVmxLocation(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UntrustedCertificate(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnusedVirtualDiskBlocksNotScrubbed(v), Err(e) => return Some(Err(e)) },
-        97 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdateSet(v), Err(e) => return Some(Err(e)) },
-        109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdateVirtualMachineFilesResult(v), Err(e) => return Some(Err(e)) },
-        110 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 116 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdatedAgentBeingRestartedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpgradeEvent(v), Err(e) => return Some(Err(e)) },
-        119 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpgradePolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortMtuNotSupportEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 126 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortMtuSupportEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortVlanTrunkedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 128 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortVlanUntrunkedEvent(v), Err(e) => return Some(Err(e)) },
-        131 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UsbScanCodeSpec(v), Err(e) => return Some(Err(e)) },
-        132 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UsbScanCodeSpecKeyEvent(v), Err(e) => return Some(Err(e)) },
-        133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UsbScanCodeSpecModifierType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserAssignedToGroup(v), Err(e) => return Some(Err(e)) },
-        135 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserGroupProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 136 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserInputRequiredParameterMetadata(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserLoginSessionEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 138 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserLogoutSessionEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 139 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserNotFound(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 140 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserPasswordChanged(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 141 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserPrivilegeResult(v), Err(e) => return Some(Err(e)) },
-        142 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserProfile(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 143 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserSearchResult(v), Err(e) => return Some(Err(e)) },
-        144 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserSession(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 145 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserUnassignedFromGroup(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 146 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserUpgradeEvent(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnexpectedFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::UntrustedCertificate(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UpdateSet(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UpdateVirtualMachineFilesResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UpgradePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UsbScanCodeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UsbScanCodeSpecKeyEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UsbScanCodeSpecModifierType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::UserInputRequiredParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::UserNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::UserPrivilegeResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::UserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserSession(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -656,48 +574,7 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(_) => "UnSupportedDatastoreForVFlash",
-            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(_) => "UncommittedUndoableDisk",
-            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(_) => "UnconfiguredPropertyValue",
-            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(_) => "UncustomizableGuest",
-            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(_) => "UnexpectedCustomizationFault",
-            #[cfg(feature = "all-faults")] Object::UnexpectedFault(_) => "UnexpectedFault",
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(_) => "UnlicensedVirtualMachinesEvent",
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(_) => "UnlicensedVirtualMachinesFoundEvent",
-            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(_) => "UnrecognizedHost",
-            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(_) => "UnsharedSwapVMotionNotSupported",
-            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(_) => "UnsupportedDatastore",
-            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(_) => "UnsupportedGuest",
-            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(_) => "UnsupportedVimApiVersion",
-            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(_) => "UnsupportedVmxLocation",
-            #[cfg(feature = "admin")] Object::UntrustedCertificate(_) => "UntrustedCertificate",
-            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(_) => "UnusedVirtualDiskBlocksNotScrubbed",
-            Object::UpdateSet(_) => "UpdateSet",
-            Object::UpdateVirtualMachineFilesResult(_) => "UpdateVirtualMachineFilesResult",
-            Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(_) => "UpdateVirtualMachineFilesResultFailedVmFileInfo",
-            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(_) => "UpdatedAgentBeingRestartedEvent",
-            #[cfg(feature = "all-events")] Object::UpgradeEvent(_) => "UpgradeEvent",
             Object::UpgradePolicy(_) => "UpgradePolicy",
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(_) => "UplinkPortMtuNotSupportEvent",
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(_) => "UplinkPortMtuSupportEvent",
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(_) => "UplinkPortVlanTrunkedEvent",
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(_) => "UplinkPortVlanUntrunkedEvent",
-            Object::UsbScanCodeSpec(_) => "UsbScanCodeSpec",
-            Object::UsbScanCodeSpecKeyEvent(_) => "UsbScanCodeSpecKeyEvent",
-            Object::UsbScanCodeSpecModifierType(_) => "UsbScanCodeSpecModifierType",
-            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(_) => "UserAssignedToGroup",
-            Object::UserGroupProfile(_) => "UserGroupProfile",
-            #[cfg(feature = "admin")] Object::UserInputRequiredParameterMetadata(_) => "UserInputRequiredParameterMetadata",
-            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(_) => "UserLoginSessionEvent",
-            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(_) => "UserLogoutSessionEvent",
-            #[cfg(feature = "all-faults")] Object::UserNotFound(_) => "UserNotFound",
-            #[cfg(feature = "all-events")] Object::UserPasswordChanged(_) => "UserPasswordChanged",
-            #[cfg(feature = "admin")] Object::UserPrivilegeResult(_) => "UserPrivilegeResult",
-            Object::UserProfile(_) => "UserProfile",
-            #[cfg(feature = "admin")] Object::UserSearchResult(_) => "UserSearchResult",
-            Object::UserSession(_) => "UserSession",
-            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(_) => "UserUnassignedFromGroup",
-            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(_) => "UserUpgradeEvent",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -717,388 +594,11 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnexpectedFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::UntrustedCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UpdateSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UpdateVirtualMachineFilesResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UpgradePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UsbScanCodeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UsbScanCodeSpecKeyEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UsbScanCodeSpecModifierType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::UserInputRequiredParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::UserNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::UserPrivilegeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::UserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnSupportedDatastoreForVFlash {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnSupportedDatastoreForVFlash(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnSupportedDatastoreForVFlash(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnSupportedDatastoreForVFlash(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UncommittedUndoableDisk {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UncommittedUndoableDisk(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UncommittedUndoableDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UncommittedUndoableDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnconfiguredPropertyValue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnconfiguredPropertyValue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnconfiguredPropertyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnconfiguredPropertyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UncustomizableGuest {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UncustomizableGuest(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UncustomizableGuest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UncustomizableGuest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnexpectedCustomizationFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnexpectedCustomizationFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnexpectedCustomizationFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnexpectedCustomizationFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnexpectedFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnexpectedFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnexpectedFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnexpectedFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UnlicensedVirtualMachinesEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnlicensedVirtualMachinesEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnlicensedVirtualMachinesEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnlicensedVirtualMachinesEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UnlicensedVirtualMachinesFoundEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnlicensedVirtualMachinesFoundEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnlicensedVirtualMachinesFoundEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnlicensedVirtualMachinesFoundEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnrecognizedHost {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnrecognizedHost(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnrecognizedHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnrecognizedHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnsharedSwapVMotionNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnsharedSwapVMotionNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsharedSwapVMotionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsharedSwapVMotionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnsupportedDatastore {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnsupportedDatastore(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsupportedDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsupportedDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnsupportedGuest {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnsupportedGuest(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsupportedGuest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsupportedGuest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnsupportedVimApiVersion {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnsupportedVimApiVersion(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsupportedVimApiVersion(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsupportedVimApiVersion(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnsupportedVmxLocation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnsupportedVmxLocation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsupportedVmxLocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsupportedVmxLocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for UntrustedCertificate {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UntrustedCertificate(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UntrustedCertificate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UntrustedCertificate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UnusedVirtualDiskBlocksNotScrubbed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UnusedVirtualDiskBlocksNotScrubbed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UpdateSet {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UpdateSet(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpdateSet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpdateSet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UpdateVirtualMachineFilesResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UpdateVirtualMachineFilesResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpdateVirtualMachineFilesResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpdateVirtualMachineFilesResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UpdateVirtualMachineFilesResultFailedVmFileInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UpdatedAgentBeingRestartedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UpdatedAgentBeingRestartedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpdatedAgentBeingRestartedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpdatedAgentBeingRestartedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UpgradeEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UpgradeEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for UpgradePolicy {
     type Object = Object;
@@ -1108,330 +608,10 @@ impl x::ObjectType for UpgradePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpgradePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::UpgradePolicy(v) => Some(v), }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpgradePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UplinkPortMtuNotSupportEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UplinkPortMtuNotSupportEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UplinkPortMtuNotSupportEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UplinkPortMtuNotSupportEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UplinkPortMtuSupportEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UplinkPortMtuSupportEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UplinkPortMtuSupportEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UplinkPortMtuSupportEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UplinkPortVlanTrunkedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UplinkPortVlanTrunkedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UplinkPortVlanTrunkedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UplinkPortVlanTrunkedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UplinkPortVlanUntrunkedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UplinkPortVlanUntrunkedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UplinkPortVlanUntrunkedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UplinkPortVlanUntrunkedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UsbScanCodeSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UsbScanCodeSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UsbScanCodeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UsbScanCodeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UsbScanCodeSpecKeyEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UsbScanCodeSpecKeyEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UsbScanCodeSpecKeyEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UsbScanCodeSpecKeyEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UsbScanCodeSpecModifierType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UsbScanCodeSpecModifierType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UsbScanCodeSpecModifierType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UsbScanCodeSpecModifierType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UserAssignedToGroup {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserAssignedToGroup(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserAssignedToGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserAssignedToGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UserGroupProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserGroupProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for UserInputRequiredParameterMetadata {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserInputRequiredParameterMetadata(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserInputRequiredParameterMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserInputRequiredParameterMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UserLoginSessionEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserLoginSessionEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserLoginSessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserLoginSessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UserLogoutSessionEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserLogoutSessionEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserLogoutSessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserLogoutSessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for UserNotFound {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserNotFound(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UserPasswordChanged {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserPasswordChanged(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserPasswordChanged(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserPasswordChanged(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for UserPrivilegeResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserPrivilegeResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserPrivilegeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserPrivilegeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UserProfile {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserProfile(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for UserSearchResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserSearchResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserSearchResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserSearchResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for UserSession {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserSession(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UserUnassignedFromGroup {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserUnassignedFromGroup(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserUnassignedFromGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserUnassignedFromGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for UserUpgradeEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::UserUpgradeEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::UpgradePolicy(v) => Ok(v), }
     }
 }

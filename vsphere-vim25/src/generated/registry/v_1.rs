@@ -77,6 +77,95 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x1d17f18), x::Name(0xbb9c0b), 177, 3), // VMwareDvsIpfixCapability: DynamicData
         x::TypeEntry::enumeration(x::Name(0x1d19817), 35, 2), // VMwareDvsLacpApiVersion
         x::TypeEntry::structure(x::Name(0x1d1b017), x::Name(0xbb9c0b), 180, 3), // VMwareDvsLacpCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d1c818), x::Name(0xbb9c0b), 183, 10), // VMwareDvsLacpGroupConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d1e116), x::Name(0xbb9c0b), 193, 2), // VMwareDvsLacpGroupSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d1f821), 37, 20), // VMwareDvsLacpLoadBalanceAlgorithm
+        x::TypeEntry::structure(x::Name(0x1d21a17), x::Name(0xbb9c0b), 195, 1), // VMwareDvsLagIpfixConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d23216), x::Name(0xbb9c0b), 196, 1), // VMwareDvsLagVlanConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d24916), x::Name(0xbb9c0b), 197, 2), // VMwareDvsMtuCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d2601f), 57, 2), // VMwareDvsMulticastFilteringMode
+        x::TypeEntry::structure(x::Name(0x1d28021), x::Name(0xbb9c0b), 199, 1), // VMwareDvsPerfNicOffloadCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d2a222), x::Name(0xbb9c0b), 200, 1), // VMwareDvsSystemTrafficCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d2c511), x::Name(0xbb9c0b), 201, 7), // VMwareIpfixConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d2d714), 59, 2), // VMwareUplinkLacpMode
+        x::TypeEntry::structure(x::Name(0x1d2ec16), x::Name(0x127c311), 208, 2), // VMwareUplinkLacpPolicy: InheritablePolicy
+        x::TypeEntry::enumeration(x::Name(0x1d3031b), 61, 2), // VMwareUplinkLacpTimeoutMode
+        x::TypeEntry::structure(x::Name(0x1d31f1b), x::Name(0x127c311), 210, 2), // VMwareUplinkPortOrderPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x1d33b0f), x::Name(0xbb9c0b), 212, 5), // VMwareVspanPort: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d34b12), x::Name(0xbb9c0b), 217, 18), // VMwareVspanSession: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3b90e), x::Name(0xbb9c0b), 235, 1), // VStorageObject: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3c81a), x::Name(0xbb9c0b), 236, 3), // VStorageObjectAssociations: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3e32c), x::Name(0xbb9c0b), 239, 2), // VStorageObjectAssociationsVmDiskAssociations: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d4101a), x::Name(0xbb9c0b), 241, 3), // VStorageObjectAttachResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d42b18), x::Name(0xbb9c0b), 244, 6), // VStorageObjectAttachSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d44418), x::Name(0x5aaf0e), 250, 7), // VStorageObjectConfigInfo: BaseConfigInfo
+        x::TypeEntry::enumeration(x::Name(0x1d45d1d), 63, 1), // VStorageObjectConsumptionType
+        x::TypeEntry::request(x::Name(0x1d47b29), 257, 5), // VStorageObjectCreateSnapshotExRequestType
+        x::TypeEntry::request(x::Name(0x1d4a527), 262, 4), // VStorageObjectCreateSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x1d4cd2a), 266, 4), // VStorageObjectDeleteSnapshotEx2RequestType
+        x::TypeEntry::request(x::Name(0x1d4f829), 270, 4), // VStorageObjectDeleteSnapshotExRequestType
+        x::TypeEntry::request(x::Name(0x1d52225), 274, 4), // VStorageObjectExtendDiskExRequestType
+        x::TypeEntry::structure(x::Name(0x1d5481d), x::Name(0xbb9c0b), 278, 1), // VStorageObjectReconcileResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5662c), x::Name(0xbb9c0b), 279, 2), // VStorageObjectReconcileResultInvalidDiskPath: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5932c), x::Name(0xbb9c0b), 281, 8), // VStorageObjectReconcileResultReconcileDetail: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5c01b), x::Name(0xbb9c0b), 289, 6), // VStorageObjectReconcileSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5dc16), x::Name(0xbb9c0b), 295, 3), // VStorageObjectSnapshot: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5f31d), x::Name(0xbb9c0b), 298, 2), // VStorageObjectSnapshotDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6111a), x::Name(0xbb9c0b), 300, 1), // VStorageObjectSnapshotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d62c30), x::Name(0xbb9c0b), 301, 4), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d65d17), x::Name(0xbb9c0b), 305, 1), // VStorageObjectStateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d67a0a), x::Name(0xbb9c0b), 306, 2), // VVolHostPE: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6851c), x::Name(0xbb9c0b), 308, 2), // VVolVmConfigFileUpdateResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6a232), x::Name(0xbb9c0b), 310, 3), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: DynamicData
+        x::TypeEntry::request(x::Name(0x1d6d525), 313, 3), // ValidateCredentialsInGuestRequestType
+        x::TypeEntry::request(x::Name(0x1d6fb23), 316, 3), // ValidateHCIConfigurationRequestType
+        x::TypeEntry::request(x::Name(0x1d71f29), 319, 8), // ValidateHostProfileCompositionRequestType
+        x::TypeEntry::request(x::Name(0x1d74917), 327, 4), // ValidateHostRequestType
+        x::TypeEntry::request(x::Name(0x1d7611c), 331, 6), // ValidateMigrationRequestType
+        x::TypeEntry::enumeration(x::Name(0x1d77e19), 64, 4), // ValidateMigrationTestType
+        x::TypeEntry::request(x::Name(0x1d79823), 337, 3), // ValidateStoragePodConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1d7bc19), x::Name(0xbb9c0b), 340, 4), // VasaProviderContainerSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d7d61b), x::Name(0xea3c09), 344, 1), // VcAgentUninstallFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d7f217), x::Name(0xea3c09), 345, 0), // VcAgentUninstalledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d80a19), x::Name(0xea3c09), 345, 1), // VcAgentUpgradeFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d82414), x::Name(0xea3c09), 346, 0), // VcAgentUpgradedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d84915), x::Name(0xbb9c0b), 346, 4), // VchaClusterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d85f15), x::Name(0xbb9c0b), 350, 2), // VchaClusterConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d87519), x::Name(0xbb9c0b), 352, 4), // VchaClusterDeploymentSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d88f11), x::Name(0xbb9c0b), 356, 3), // VchaClusterHealth: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d8a10f), 68, 3), // VchaClusterMode
+        x::TypeEntry::structure(x::Name(0x1d8b116), x::Name(0xbb9c0b), 359, 2), // VchaClusterNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d8c816), x::Name(0xbb9c0b), 361, 3), // VchaClusterRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d8df10), 71, 3), // VchaClusterState
+        x::TypeEntry::enumeration(x::Name(0x1d8f00c), 74, 3), // VchaNodeRole
+        x::TypeEntry::structure(x::Name(0x1d8fd13), x::Name(0xbb9c0b), 364, 3), // VchaNodeRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d9110d), 77, 2), // VchaNodeState
+        x::TypeEntry::enumeration(x::Name(0x1d91f09), 79, 4), // VchaState
+        x::TypeEntry::structure(x::Name(0x1d9291e), x::Name(0xea3c09), 367, 0), // VimAccountPasswordChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d94808), x::Name(0x1428f0b), 367, 0), // VimFault: MethodFault
+        x::TypeEntry::structure(x::Name(0x1d9510f), x::Name(0xbb9c0b), 367, 6), // VimVasaProvider: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d96113), x::Name(0xbb9c0b), 373, 2), // VimVasaProviderInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d9751c), x::Name(0xbb9c0b), 375, 3), // VimVasaProviderStatePerArray: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d99220), x::Name(0xbb9c0b), 378, 3), // VimVasaProviderVirtualHostConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d9b315), x::Name(0x207cc15), 381, 0), // VirtualAHCIController: VirtualSATAController
+        x::TypeEntry::structure(x::Name(0x1d9c91b), x::Name(0x207e21b), 381, 0), // VirtualAHCIControllerOption: VirtualSATAControllerOption
+        x::TypeEntry::structure(x::Name(0x1d9f014), x::Name(0x125360a), 381, 4), // VirtualAppImportSpec: ImportSpec
+        x::TypeEntry::structure(x::Name(0x1da0512), x::Name(0xbb9c0b), 385, 2), // VirtualAppLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1da1811), x::Name(0x1930313), 387, 5), // VirtualAppSummary: ResourcePoolSummary
+        x::TypeEntry::enumeration(x::Name(0x1da2a13), 83, 4), // VirtualAppVAppState
+        x::TypeEntry::structure(x::Name(0x1da3e19), x::Name(0x207fe15), 392, 0), // VirtualBusLogicController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1da581f), x::Name(0x208141b), 392, 0), // VirtualBusLogicControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1da780c), x::Name(0x1dc1a0d), 392, 0), // VirtualCdrom: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1da851c), x::Name(0x1ddaf1e), 392, 0), // VirtualCdromAtapiBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1daa21e), x::Name(0x1ddce20), 392, 0), // VirtualCdromAtapiBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dac11a), x::Name(0x1de0c1c), 392, 0), // VirtualCdromIsoBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dadc1c), x::Name(0x1de291e), 392, 0), // VirtualCdromIsoBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1daf912), x::Name(0x1de6313), 392, 0), // VirtualCdromOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1db0c22), x::Name(0x1ddaf1e), 392, 1), // VirtualCdromPassthroughBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1db2f24), x::Name(0x1ddce20), 393, 1), // VirtualCdromPassthroughBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1db5422), x::Name(0x1decf24), 394, 0), // VirtualCdromRemoteAtapiBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1db7724), x::Name(0x1ddce20), 394, 0), // VirtualCdromRemoteAtapiBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1db9c28), x::Name(0x1decf24), 394, 1), // VirtualCdromRemotePassthroughBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
     ],
     decode,
     fields: &[
@@ -263,6 +352,218 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::optional(x::Name(0x2b6b50d), x::Name(0x2405e07)), // lacpSupported: boolean
         x::FieldEntry::optional(x::Name(0x2cf8c17), x::Name(0x2405e07)), // multiLacpGroupSupported: boolean
         x::FieldEntry::optional(x::Name(0x2b67615), x::Name(0x2405e07)), // lacpFastModeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::optional(x::Name(0x34c6c09), x::Name(0x2a94603)), // uplinkNum: int
+        x::FieldEntry::optional(x::Name(0x2bc0114), x::Name(0x3344606)), // loadbalanceAlgorithm: string
+        x::FieldEntry::optional(x::Name(0x35ac704), x::Name(0x1d23216)), // vlan: VMwareDvsLagVlanConfig
+        x::FieldEntry::optional(x::Name(0x2af8905), x::Name(0x1d21a17)), // ipfix: VMwareDvsLagIpfixConfig
+        x::FieldEntry::repeated(x::Name(0x34c610a), x::Name(0x3344606)), // uplinkName: string
+        x::FieldEntry::repeated(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
+        x::FieldEntry::optional(x::Name(0x341180b), x::Name(0x3344606)), // timeoutMode: string
+        x::FieldEntry::required(x::Name(0x2b68c0f), x::Name(0x1d1c818)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::optional(x::Name(0x2afab0c), x::Name(0x2405e07)), // ipfixEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x35ad506), x::Name(0x153380c)), // vlanId: NumericRange
+        x::FieldEntry::required(x::Name(0x2cb7d0f), x::Name(0x2a94603)), // minMtuSupported: int
+        x::FieldEntry::required(x::Name(0x2c3570f), x::Name(0x2a94603)), // maxMtuSupported: int
+        x::FieldEntry::optional(x::Name(0x3362809), x::Name(0x2405e07)), // supported: boolean
+        x::FieldEntry::repeated(x::Name(0x33ce917), x::Name(0x3344606)), // systemTrafficQualifiers: string
+        x::FieldEntry::optional(x::Name(0x24b9b12), x::Name(0x3344606)), // collectorIpAddress: string
+        x::FieldEntry::optional(x::Name(0x24bae0d), x::Name(0x2a94603)), // collectorPort: int
+        x::FieldEntry::optional(x::Name(0x2e62913), x::Name(0x2be5304)), // observationDomainId: long
+        x::FieldEntry::required(x::Name(0x22df711), x::Name(0x2a94603)), // activeFlowTimeout: int
+        x::FieldEntry::required(x::Name(0x2a3480f), x::Name(0x2a94603)), // idleFlowTimeout: int
+        x::FieldEntry::required(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
+        x::FieldEntry::required(x::Name(0x2aa4711), x::Name(0x2405e07)), // internalFlowsOnly: boolean
+        x::FieldEntry::optional(x::Name(0x27a1306), x::Name(0x5c340a)), // enable: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x1b13c0c)), // mode: StringPolicy
+        x::FieldEntry::repeated(x::Name(0x22e6810), x::Name(0x3344606)), // activeUplinkPort: string
+        x::FieldEntry::repeated(x::Name(0x32e7d11), x::Name(0x3344606)), // standbyUplinkPort: string
+        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::repeated(x::Name(0x34c8f0e), x::Name(0x3344606)), // uplinkPortName: string
+        x::FieldEntry::repeated(x::Name(0x36c4319), x::Name(0x3344606)), // wildcardPortConnecteeType: string
+        x::FieldEntry::repeated(x::Name(0x35b6c05), x::Name(0x2a94603)), // vlans: int
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x3298215), x::Name(0x1d33b0f)), // sourcePortTransmitted: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x3296f12), x::Name(0x1d33b0f)), // sourcePortReceived: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x268b00f), x::Name(0x1d33b0f)), // destinationPort: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x27b7d13), x::Name(0x2a94603)), // encapsulationVlanId: int
+        x::FieldEntry::required(x::Name(0x3344d11), x::Name(0x2405e07)), // stripOriginalVlan: boolean
+        x::FieldEntry::optional(x::Name(0x2cc3c14), x::Name(0x2a94603)), // mirroredPacketLength: int
+        x::FieldEntry::required(x::Name(0x2db2d14), x::Name(0x2405e07)), // normalTrafficAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x31ff00b), x::Name(0x3344606)), // sessionType: string
+        x::FieldEntry::optional(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
+        x::FieldEntry::optional(x::Name(0x27b4409), x::Name(0x3344606)), // encapType: string
+        x::FieldEntry::optional(x::Name(0x2808e08), x::Name(0x2a94603)), // erspanId: int
+        x::FieldEntry::optional(x::Name(0x2807309), x::Name(0x2a94603)), // erspanCOS: int
+        x::FieldEntry::optional(x::Name(0x2807d10), x::Name(0x2405e07)), // erspanGraNanosec: boolean
+        x::FieldEntry::optional(x::Name(0x2d3d908), x::Name(0x3344606)), // netstack: string
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1d44418)), // config: VStorageObjectConfigInfo
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::repeated(x::Name(0x35d7d12), x::Name(0x1d3e32c)), // vmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
+        x::FieldEntry::required(x::Name(0x270ad07), x::Name(0x2a94603)), // diskKey: int
+        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
+        x::FieldEntry::optional(x::Name(0x2722a08), x::Name(0x3344606)), // diskUUID: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::optional(x::Name(0x266f311), x::Name(0x2a94603)), // descriptorVersion: int
+        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
+        x::FieldEntry::repeated(x::Name(0x253540f), x::Name(0x3344606)), // consumptionType: string
+        x::FieldEntry::repeated(x::Name(0x2533f0a), x::Name(0x1243a02)), // consumerId: ID
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x2bb0f13), x::Name(0x3344606)), // linkedCloneBasePath: string
+        x::FieldEntry::optional(x::Name(0x2bb3613), x::Name(0x1243a02)), // linkedCloneParentId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
+        x::FieldEntry::repeated(x::Name(0x3091810), x::Name(0x1d5932c)), // reconcileDetails: VStorageObjectReconcileResultReconcileDetail
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x3092913), x::Name(0x3344606)), // reconcileReportPath: string
+        x::FieldEntry::optional(x::Name(0x2b32e0c), x::Name(0x2405e07)), // isReconciled: boolean
+        x::FieldEntry::optional(x::Name(0x2b25a0d), x::Name(0x2405e07)), // isDeepScanned: boolean
+        x::FieldEntry::optional(x::Name(0x2e49917), x::Name(0x2a94603)), // numberOfReconcileIssues: int
+        x::FieldEntry::optional(x::Name(0x2e44a1b), x::Name(0x2a94603)), // numberOfFcdsBeforeReconcile: int
+        x::FieldEntry::optional(x::Name(0x2e42f1a), x::Name(0x2a94603)), // numberOfFcdsAfterReconcile: int
+        x::FieldEntry::repeated(x::Name(0x2aaf510), x::Name(0x1d5662c)), // invalidDiskPaths: VStorageObjectReconcileResultInvalidDiskPath
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a51e10), x::Name(0x3344606)), // includeDiskPaths: string
+        x::FieldEntry::repeated(x::Name(0x2824910), x::Name(0x3344606)), // excludeDiskPaths: string
+        x::FieldEntry::optional(x::Name(0x2624108), x::Name(0x2405e07)), // deepScan: boolean
+        x::FieldEntry::optional(x::Name(0x275c806), x::Name(0x2405e07)), // dryRun: boolean
+        x::FieldEntry::optional(x::Name(0x2914f0e), x::Name(0x2a94603)), // generateReport: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x354cc06), x::Name(0x369940e)), // vclock: vslmVClockInfo
+        x::FieldEntry::optional(x::Name(0x34ef50c), x::Name(0x2be5304)), // usedCapacity: long
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x246af16), x::Name(0x3344606)), // changedBlockTrackingId: string
+        x::FieldEntry::repeated(x::Name(0x326c209), x::Name(0x1d62c30)), // snapshots: VStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
+        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x33fa909), x::Name(0x2405e07)), // tentative: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x302ae10), x::Name(0x10a1f14)), // protocolEndpoint: HostProtocolEndpoint
+        x::FieldEntry::repeated(x::Name(0x3357a15), x::Name(0x134dd08)), // succeededVmConfigFile: KeyValue
+        x::FieldEntry::repeated(x::Name(0x2855812), x::Name(0x1d6a232)), // failedVmConfigFile: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::FieldEntry::required(x::Name(0x33d7a12), x::Name(0x3344606)), // targetConfigVVolId: string
+        x::FieldEntry::optional(x::Name(0x275d906), x::Name(0x3344606)), // dsPath: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x299280d), x::Name(0x68f723)), // hciConfigSpec: ClusterComputeResourceHCIConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0x13ff016)), // targets: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0xdc2c10)), // toBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0xdc2c10)), // toReplaceWith: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x27ac116), x::Name(0xdc2c10)), // enableStatusToBeCopied: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2804609), x::Name(0x2405e07)), // errorOnly: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x356a303), x::Name(0x15f4815)), // vhp: OvfValidateHostParams
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1acdb14)), // spec: StorageDrsConfigSpec
+        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
+        x::FieldEntry::required(x::Name(0x2654b07), x::Name(0x2405e07)), // deleted: boolean
+        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x285f511), x::Name(0xc78810)), // failoverNodeInfo1: FailoverNodeInfo
+        x::FieldEntry::optional(x::Name(0x2860711), x::Name(0xc78810)), // failoverNodeInfo2: FailoverNodeInfo
+        x::FieldEntry::optional(x::Name(0x36f6c0f), x::Name(0x22baf0f)), // witnessNodeInfo: WitnessNodeInfo
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x2f17409), x::Name(0x3344606)), // passiveIp: string
+        x::FieldEntry::required(x::Name(0x36f4f09), x::Name(0x3344606)), // witnessIp: string
+        x::FieldEntry::required(x::Name(0x2f15e15), x::Name(0x1602919)), // passiveDeploymentSpec: PassiveNodeDeploymentSpec
+        x::FieldEntry::required(x::Name(0x36f3915), x::Name(0x14fa112)), // witnessDeploymentSpec: NodeDeploymentSpec
+        x::FieldEntry::required(x::Name(0x22e980c), x::Name(0x1a9b30e)), // activeVcSpec: SourceNodeSpec
+        x::FieldEntry::optional(x::Name(0x22e8215), x::Name(0x738118)), // activeVcNetworkConfig: ClusterNetworkConfigSpec
+        x::FieldEntry::required(x::Name(0x318250b), x::Name(0x1d8c816)), // runtimeInfo: VchaClusterRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x29a1b0e), x::Name(0x13d2d12)), // healthMessages: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x22f2115), x::Name(0x13d2d12)), // additionalInformation: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x36f5912), x::Name(0x14fb40f)), // witnessNetworkSpec: NodeNetworkSpec
+        x::FieldEntry::required(x::Name(0x2f17e12), x::Name(0x1604316)), // passiveNetworkSpec: PassiveNodeNetworkSpec
+        x::FieldEntry::required(x::Name(0x24b1b0c), x::Name(0x3344606)), // clusterState: string
+        x::FieldEntry::repeated(x::Name(0x2da4708), x::Name(0x1d8fd13)), // nodeInfo: VchaNodeRuntimeInfo
+        x::FieldEntry::required(x::Name(0x24a880b), x::Name(0x3344606)), // clusterMode: string
+        x::FieldEntry::required(x::Name(0x2da6909), x::Name(0x3344606)), // nodeState: string
+        x::FieldEntry::required(x::Name(0x2da6008), x::Name(0x3344606)), // nodeRole: string
+        x::FieldEntry::required(x::Name(0x2da5006), x::Name(0x3344606)), // nodeIp: string
+        x::FieldEntry::optional(x::Name(0x3477103), x::Name(0x3344606)), // uid: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x31d2715), x::Name(0x3344606)), // selfSignedCertificate: string
+        x::FieldEntry::optional(x::Name(0x3568d0b), x::Name(0x1d99220)), // vhostConfig: VimVasaProviderVirtualHostConfig
+        x::FieldEntry::optional(x::Name(0x3561209), x::Name(0x2a94603)), // versionId: int
+        x::FieldEntry::required(x::Name(0x302d408), x::Name(0x1d9510f)), // provider: VimVasaProvider
+        x::FieldEntry::repeated(x::Name(0x236ad0a), x::Name(0x1d9751c)), // arrayState: VimVasaProviderStatePerArray
+        x::FieldEntry::required(x::Name(0x2ff4008), x::Name(0x2a94603)), // priority: int
+        x::FieldEntry::required(x::Name(0x2369707), x::Name(0x3344606)), // arrayId: string
+        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::optional(x::Name(0x3569909), x::Name(0x3344606)), // vhostName: string
+        x::FieldEntry::required(x::Name(0x31f170b), x::Name(0x3344606)), // serviceHost: string
+        x::FieldEntry::optional(x::Name(0x31f640b), x::Name(0x2a94603)), // servicePort: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x351580e), x::Name(0x1cbc60e)), // vAppConfigSpec: VAppConfigSpec
+        x::FieldEntry::required(x::Name(0x313bc10), x::Name(0x191bc12)), // resourcePoolSpec: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x125360a)), // child: ImportSpec
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x268f711), x::Name(0x2405e07)), // destroyWithParent: boolean
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
+        x::FieldEntry::optional(x::Name(0x3516709), x::Name(0x1da2a13)), // vAppState: VirtualAppVAppState
+        x::FieldEntry::optional(x::Name(0x33a5609), x::Name(0x2405e07)), // suspended: boolean
+        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
     ],
     values: &[
         x::Name(0x2daff04), // none
@@ -302,83 +603,245 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x27b4e1e), // encapsulatedRemoteMirrorSource
         x::Name(0x3232709), // singleLag
         x::Name(0x2d0480b), // multipleLag
+        x::Name(0x32c8906), // srcMac
+        x::Name(0x267b007), // destMac
+        x::Name(0x32c0f0a), // srcDestMac
+        x::Name(0x267a50a), // destIpVlan
+        x::Name(0x32c7f09), // srcIpVlan
+        x::Name(0x32c010d), // srcDestIpVlan
+        x::Name(0x267e80e), // destTcpUdpPort
+        x::Name(0x32cb50d), // srcTcpUdpPort
+        x::Name(0x32c1a11), // srcDestTcpUdpPort
+        x::Name(0x2677f10), // destIpTcpUdpPort
+        x::Name(0x32c5b0f), // srcIpTcpUdpPort
+        x::Name(0x32bd513), // srcDestIpTcpUdpPort
+        x::Name(0x2679014), // destIpTcpUdpPortVlan
+        x::Name(0x32c6b13), // srcIpTcpUdpPortVlan
+        x::Name(0x32be917), // srcDestIpTcpUdpPortVlan
+        x::Name(0x2677806), // destIp
+        x::Name(0x32c5505), // srcIp
+        x::Name(0x32bcb09), // srcDestIp
+        x::Name(0x35ac704), // vlan
+        x::Name(0x32c9009), // srcPortId
+        x::Name(0x2b8dc0f), // legacyFiltering
+        x::Name(0x326d708), // snooping
+        x::Name(0x22dba06), // active
+        x::Name(0x2f15607), // passive
+        x::Name(0x286ba04), // fast
+        x::Name(0x3244b04), // slow
+        x::Name(0x26fca04), // disk
+        x::Name(0x329bc0b), // sourceTests
+        x::Name(0x24ce512), // compatibilityTests
+        x::Name(0x26fcf16), // diskAccessibilityTests
+        x::Name(0x314230d), // resourceTests
+        x::Name(0x27af207), // enabled
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2bf920b), // maintenance
+        x::Name(0x29aaf07), // healthy
+        x::Name(0x2650108), // degraded
+        x::Name(0x2b40f08), // isolated
+        x::Name(0x22dba06), // active
+        x::Name(0x2f15607), // passive
+        x::Name(0x36f3107), // witness
+        x::Name(0x34ba802), // up
+        x::Name(0x2748804), // down
+        x::Name(0x24fce0a), // configured
+        x::Name(0x2db9d0d), // notConfigured
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2fde008), // prepared
+        x::Name(0x32f6607), // started
+        x::Name(0x331e307), // stopped
+        x::Name(0x32f7a08), // starting
+        x::Name(0x331eb08), // stopping
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => return Some(x::decode_struct_object::<VASAStorageArray>(r)),
+        1 => return Some(x::decode_struct_object::<VASAStorageArrayDiscoveryFcTransport>(r)),
+        2 => return Some(x::decode_struct_object::<VASAStorageArrayDiscoveryIpTransport>(r)),
+        3 => return Some(x::decode_struct_object::<VASAStorageArrayDiscoverySvcInfo>(r)),
+        5 => return Some(x::decode_struct_object::<VAppCloneSpec>(r)),
+        6 => return Some(x::decode_struct_object::<VAppCloneSpecNetworkMappingPair>(r)),
+        8 => return Some(x::decode_struct_object::<VAppCloneSpecResourceMap>(r)),
+        #[cfg(feature = "all-faults")] 9 => return Some(x::decode_struct_object::<VAppConfigFault>(r)),
+        10 => return Some(x::decode_struct_object::<VAppConfigInfo>(r)),
+        11 => return Some(x::decode_struct_object::<VAppConfigSpec>(r)),
+        12 => return Some(x::decode_struct_object::<VAppEntityConfigInfo>(r)),
+        13 => return Some(x::decode_struct_object::<VAppIPAssignmentInfo>(r)),
+        #[cfg(feature = "all-faults")] 17 => return Some(x::decode_struct_object::<VAppNotRunning>(r)),
+        #[cfg(feature = "all-faults")] 18 => return Some(x::decode_struct_object::<VAppOperationInProgress>(r)),
+        19 => return Some(x::decode_struct_object::<VAppOvfSectionInfo>(r)),
+        20 => return Some(x::decode_struct_object::<VAppOvfSectionSpec>(r)),
+        21 => return Some(x::decode_struct_object::<VAppProductInfo>(r)),
+        22 => return Some(x::decode_struct_object::<VAppProductSpec>(r)),
+        #[cfg(feature = "all-faults")] 23 => return Some(x::decode_struct_object::<VAppPropertyFault>(r)),
+        24 => return Some(x::decode_struct_object::<VAppPropertyInfo>(r)),
+        25 => return Some(x::decode_struct_object::<VAppPropertySpec>(r)),
+        #[cfg(feature = "all-faults")] 26 => return Some(x::decode_struct_object::<VAppTaskInProgress>(r)),
+        #[cfg(feature = "all-faults")] 28 => return Some(x::decode_struct_object::<VFlashCacheHotConfigNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 29 => return Some(x::decode_struct_object::<VFlashModuleNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 31 => return Some(x::decode_struct_object::<VFlashModuleVersionIncompatible>(r)),
+        #[cfg(feature = "all-events")] 32 => return Some(x::decode_struct_object::<VMFSDatastoreCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 33 => return Some(x::decode_struct_object::<VMFSDatastoreExpandedEvent>(r)),
+        #[cfg(feature = "all-events")] 34 => return Some(x::decode_struct_object::<VMFSDatastoreExtendedEvent>(r)),
+        #[cfg(feature = "all-faults")] 35 => return Some(x::decode_struct_object::<VMINotSupported>(r)),
+        #[cfg(feature = "all-faults")] 36 => return Some(x::decode_struct_object::<VMOnConflictDVPort>(r)),
+        #[cfg(feature = "all-faults")] 37 => return Some(x::decode_struct_object::<VMOnVirtualIntranet>(r)),
+        #[cfg(feature = "all-faults")] 38 => return Some(x::decode_struct_object::<VMotionAcrossNetworkNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 40 => return Some(x::decode_struct_object::<VMotionInterfaceIssue>(r)),
+        #[cfg(feature = "all-events")] 41 => return Some(x::decode_struct_object::<VMotionLicenseExpiredEvent>(r)),
+        #[cfg(feature = "all-faults")] 42 => return Some(x::decode_struct_object::<VMotionLinkCapacityLow>(r)),
+        #[cfg(feature = "all-faults")] 43 => return Some(x::decode_struct_object::<VMotionLinkDown>(r)),
+        #[cfg(feature = "all-faults")] 44 => return Some(x::decode_struct_object::<VMotionNotConfigured>(r)),
+        #[cfg(feature = "all-faults")] 45 => return Some(x::decode_struct_object::<VMotionNotLicensed>(r)),
+        #[cfg(feature = "all-faults")] 46 => return Some(x::decode_struct_object::<VMotionNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 47 => return Some(x::decode_struct_object::<VMotionProtocolIncompatible>(r)),
+        #[cfg(feature = "admin")] 48 => return Some(x::decode_struct_object::<VMwareDVSConfigInfo>(r)),
+        49 => return Some(x::decode_struct_object::<VMwareDVSConfigSpec>(r)),
+        50 => return Some(x::decode_struct_object::<VMwareDVSFeatureCapability>(r)),
+        51 => return Some(x::decode_struct_object::<VMwareDVSHealthCheckCapability>(r)),
+        #[cfg(feature = "admin")] 52 => return Some(x::decode_struct_object::<VMwareDVSHealthCheckConfig>(r)),
+        53 => return Some(x::decode_struct_object::<VMwareDVSMtuHealthCheckResult>(r)),
+        54 => return Some(x::decode_struct_object::<VMwareDVSPortSetting>(r)),
+        55 => return Some(x::decode_struct_object::<VMwareDVSPortgroupPolicy>(r)),
+        56 => return Some(x::decode_struct_object::<VMwareDVSPvlanConfigSpec>(r)),
+        57 => return Some(x::decode_struct_object::<VMwareDVSPvlanMapEntry>(r)),
+        #[cfg(feature = "admin")] 58 => return Some(x::decode_struct_object::<VMwareDVSTeamingHealthCheckConfig>(r)),
+        59 => return Some(x::decode_struct_object::<VMwareDVSTeamingHealthCheckResult>(r)),
+        61 => return Some(x::decode_struct_object::<VMwareDVSVlanHealthCheckResult>(r)),
+        #[cfg(feature = "admin")] 62 => return Some(x::decode_struct_object::<VMwareDVSVlanMtuHealthCheckConfig>(r)),
+        63 => return Some(x::decode_struct_object::<VMwareDVSVspanCapability>(r)),
+        64 => return Some(x::decode_struct_object::<VMwareDVSVspanConfigSpec>(r)),
+        67 => return Some(x::decode_struct_object::<VMwareDvsDpuCapability>(r)),
+        68 => return Some(x::decode_struct_object::<VMwareDvsIpfixCapability>(r)),
+        70 => return Some(x::decode_struct_object::<VMwareDvsLacpCapability>(r)),
+        #[cfg(feature = "admin")] 71 => return Some(x::decode_struct_object::<VMwareDvsLacpGroupConfig>(r)),
+        #[cfg(feature = "admin")] 72 => return Some(x::decode_struct_object::<VMwareDvsLacpGroupSpec>(r)),
+        #[cfg(feature = "admin")] 74 => return Some(x::decode_struct_object::<VMwareDvsLagIpfixConfig>(r)),
+        #[cfg(feature = "admin")] 75 => return Some(x::decode_struct_object::<VMwareDvsLagVlanConfig>(r)),
+        76 => return Some(x::decode_struct_object::<VMwareDvsMtuCapability>(r)),
+        78 => return Some(x::decode_struct_object::<VMwareDvsPerfNicOffloadCapability>(r)),
+        79 => return Some(x::decode_struct_object::<VMwareDvsSystemTrafficCapabilities>(r)),
+        80 => return Some(x::decode_struct_object::<VMwareIpfixConfig>(r)),
+        82 => return Some(x::decode_struct_object::<VMwareUplinkLacpPolicy>(r)),
+        84 => return Some(x::decode_struct_object::<VMwareUplinkPortOrderPolicy>(r)),
+        85 => return Some(x::decode_struct_object::<VMwareVspanPort>(r)),
+        86 => return Some(x::decode_struct_object::<VMwareVspanSession>(r)),
+        87 => return Some(x::decode_struct_object::<VStorageObject>(r)),
+        88 => return Some(x::decode_struct_object::<VStorageObjectAssociations>(r)),
+        89 => return Some(x::decode_struct_object::<VStorageObjectAssociationsVmDiskAssociations>(r)),
+        90 => return Some(x::decode_struct_object::<VStorageObjectAttachResult>(r)),
+        91 => return Some(x::decode_struct_object::<VStorageObjectAttachSpec>(r)),
+        92 => return Some(x::decode_struct_object::<VStorageObjectConfigInfo>(r)),
+        99 => return Some(x::decode_struct_object::<VStorageObjectReconcileResult>(r)),
+        100 => return Some(x::decode_struct_object::<VStorageObjectReconcileResultInvalidDiskPath>(r)),
+        101 => return Some(x::decode_struct_object::<VStorageObjectReconcileResultReconcileDetail>(r)),
+        102 => return Some(x::decode_struct_object::<VStorageObjectReconcileSpec>(r)),
+        103 => return Some(x::decode_struct_object::<VStorageObjectSnapshot>(r)),
+        104 => return Some(x::decode_struct_object::<VStorageObjectSnapshotDetails>(r)),
+        105 => return Some(x::decode_struct_object::<VStorageObjectSnapshotInfo>(r)),
+        106 => return Some(x::decode_struct_object::<VStorageObjectSnapshotInfoVStorageObjectSnapshot>(r)),
+        107 => return Some(x::decode_struct_object::<VStorageObjectStateInfo>(r)),
+        108 => return Some(x::decode_struct_object::<VVolHostPE>(r)),
+        109 => return Some(x::decode_struct_object::<VVolVmConfigFileUpdateResult>(r)),
+        110 => return Some(x::decode_struct_object::<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>(r)),
+        118 => return Some(x::decode_struct_object::<VasaProviderContainerSpec>(r)),
+        #[cfg(feature = "all-events")] 119 => return Some(x::decode_struct_object::<VcAgentUninstallFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 120 => return Some(x::decode_struct_object::<VcAgentUninstalledEvent>(r)),
+        #[cfg(feature = "all-events")] 121 => return Some(x::decode_struct_object::<VcAgentUpgradeFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 122 => return Some(x::decode_struct_object::<VcAgentUpgradedEvent>(r)),
+        #[cfg(feature = "admin")] 123 => return Some(x::decode_struct_object::<VchaClusterConfigInfo>(r)),
+        #[cfg(feature = "admin")] 124 => return Some(x::decode_struct_object::<VchaClusterConfigSpec>(r)),
+        #[cfg(feature = "admin")] 125 => return Some(x::decode_struct_object::<VchaClusterDeploymentSpec>(r)),
+        #[cfg(feature = "admin")] 126 => return Some(x::decode_struct_object::<VchaClusterHealth>(r)),
+        #[cfg(feature = "admin")] 128 => return Some(x::decode_struct_object::<VchaClusterNetworkSpec>(r)),
+        #[cfg(feature = "admin")] 129 => return Some(x::decode_struct_object::<VchaClusterRuntimeInfo>(r)),
+        #[cfg(feature = "admin")] 132 => return Some(x::decode_struct_object::<VchaNodeRuntimeInfo>(r)),
+        #[cfg(feature = "all-events")] 135 => return Some(x::decode_struct_object::<VimAccountPasswordChangedEvent>(r)),
+        136 => return Some(x::decode_struct_object::<VimFault>(r)),
+        137 => return Some(x::decode_struct_object::<VimVasaProvider>(r)),
+        138 => return Some(x::decode_struct_object::<VimVasaProviderInfo>(r)),
+        139 => return Some(x::decode_struct_object::<VimVasaProviderStatePerArray>(r)),
+        140 => return Some(x::decode_struct_object::<VimVasaProviderVirtualHostConfig>(r)),
+        141 => return Some(x::decode_struct_object::<VirtualAHCIController>(r)),
+        142 => return Some(x::decode_struct_object::<VirtualAHCIControllerOption>(r)),
+        143 => return Some(x::decode_struct_object::<VirtualAppImportSpec>(r)),
+        144 => return Some(x::decode_struct_object::<VirtualAppLinkInfo>(r)),
+        145 => return Some(x::decode_struct_object::<VirtualAppSummary>(r)),
+        147 => return Some(x::decode_struct_object::<VirtualBusLogicController>(r)),
+        148 => return Some(x::decode_struct_object::<VirtualBusLogicControllerOption>(r)),
+        149 => return Some(x::decode_struct_object::<VirtualCdrom>(r)),
+        150 => return Some(x::decode_struct_object::<VirtualCdromAtapiBackingInfo>(r)),
+        151 => return Some(x::decode_struct_object::<VirtualCdromAtapiBackingOption>(r)),
+        152 => return Some(x::decode_struct_object::<VirtualCdromIsoBackingInfo>(r)),
+        153 => return Some(x::decode_struct_object::<VirtualCdromIsoBackingOption>(r)),
+        154 => return Some(x::decode_struct_object::<VirtualCdromOption>(r)),
+        155 => return Some(x::decode_struct_object::<VirtualCdromPassthroughBackingInfo>(r)),
+        156 => return Some(x::decode_struct_object::<VirtualCdromPassthroughBackingOption>(r)),
+        157 => return Some(x::decode_struct_object::<VirtualCdromRemoteAtapiBackingInfo>(r)),
+        158 => return Some(x::decode_struct_object::<VirtualCdromRemoteAtapiBackingOption>(r)),
+        159 => return Some(x::decode_struct_object::<VirtualCdromRemotePassthroughBackingInfo>(r)),
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppAutoStartAction(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecProvisioningType(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoAllocationSchemes(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoIpAllocationPolicy(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoProtocols(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleNotSupportedReason(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionCompatibilityType(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingMatchStatus(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanSessionEncapType(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanSessionType(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpApiVersion(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpLoadBalanceAlgorithm(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsMulticastFilteringMode(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkLacpMode(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkLacpTimeoutMode(v), Err(e) => return Some(Err(e)) },
+        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectConsumptionType(v), Err(e) => return Some(Err(e)) },
+        116 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ValidateMigrationTestType(v), Err(e) => return Some(Err(e)) },
+        127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterMode(v), Err(e) => return Some(Err(e)) },
+        130 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterState(v), Err(e) => return Some(Err(e)) },
+        131 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRole(v), Err(e) => return Some(Err(e)) },
+        133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeState(v), Err(e) => return Some(Err(e)) },
+        134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaState(v), Err(e) => return Some(Err(e)) },
+        146 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppVAppState(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    VASAStorageArray(Box<VASAStorageArray>),
-    VASAStorageArrayDiscoveryFcTransport(Box<VASAStorageArrayDiscoveryFcTransport>),
-    VASAStorageArrayDiscoveryIpTransport(Box<VASAStorageArrayDiscoveryIpTransport>),
-    VASAStorageArrayDiscoverySvcInfo(Box<VASAStorageArrayDiscoverySvcInfo>),
     VAppAutoStartAction(Box<VAppAutoStartAction>),
-    VAppCloneSpec(Box<VAppCloneSpec>),
-    VAppCloneSpecNetworkMappingPair(Box<VAppCloneSpecNetworkMappingPair>),
     VAppCloneSpecProvisioningType(Box<VAppCloneSpecProvisioningType>),
-    VAppCloneSpecResourceMap(Box<VAppCloneSpecResourceMap>),
-    #[cfg(feature = "all-faults")] VAppConfigFault(Box<VAppConfigFault>),
-    VAppConfigInfo(Box<VAppConfigInfo>),
-    VAppConfigSpec(Box<VAppConfigSpec>),
-    VAppEntityConfigInfo(Box<VAppEntityConfigInfo>),
-    VAppIPAssignmentInfo(Box<VAppIPAssignmentInfo>),
     VAppIPAssignmentInfoAllocationSchemes(Box<VAppIPAssignmentInfoAllocationSchemes>),
     VAppIPAssignmentInfoIpAllocationPolicy(Box<VAppIPAssignmentInfoIpAllocationPolicy>),
     VAppIPAssignmentInfoProtocols(Box<VAppIPAssignmentInfoProtocols>),
-    #[cfg(feature = "all-faults")] VAppNotRunning(Box<VAppNotRunning>),
-    #[cfg(feature = "all-faults")] VAppOperationInProgress(Box<VAppOperationInProgress>),
-    VAppOvfSectionInfo(Box<VAppOvfSectionInfo>),
-    VAppOvfSectionSpec(Box<VAppOvfSectionSpec>),
-    VAppProductInfo(Box<VAppProductInfo>),
-    VAppProductSpec(Box<VAppProductSpec>),
-    #[cfg(feature = "all-faults")] VAppPropertyFault(Box<VAppPropertyFault>),
-    VAppPropertyInfo(Box<VAppPropertyInfo>),
-    VAppPropertySpec(Box<VAppPropertySpec>),
-    #[cfg(feature = "all-faults")] VAppTaskInProgress(Box<VAppTaskInProgress>),
-    #[cfg(feature = "all-faults")] VFlashCacheHotConfigNotSupported(Box<VFlashCacheHotConfigNotSupported>),
-    #[cfg(feature = "all-faults")] VFlashModuleNotSupported(Box<VFlashModuleNotSupported>),
     VFlashModuleNotSupportedReason(Box<VFlashModuleNotSupportedReason>),
-    #[cfg(feature = "all-faults")] VFlashModuleVersionIncompatible(Box<VFlashModuleVersionIncompatible>),
-    #[cfg(feature = "all-events")] VMFSDatastoreCreatedEvent(Box<VMFSDatastoreCreatedEvent>),
-    #[cfg(feature = "all-events")] VMFSDatastoreExpandedEvent(Box<VMFSDatastoreExpandedEvent>),
-    #[cfg(feature = "all-events")] VMFSDatastoreExtendedEvent(Box<VMFSDatastoreExtendedEvent>),
-    #[cfg(feature = "all-faults")] VMINotSupported(Box<VMINotSupported>),
-    #[cfg(feature = "all-faults")] VMOnConflictDVPort(Box<VMOnConflictDVPort>),
-    #[cfg(feature = "all-faults")] VMOnVirtualIntranet(Box<VMOnVirtualIntranet>),
-    #[cfg(feature = "all-faults")] VMotionAcrossNetworkNotSupported(Box<VMotionAcrossNetworkNotSupported>),
     VMotionCompatibilityType(Box<VMotionCompatibilityType>),
-    #[cfg(feature = "all-faults")] VMotionInterfaceIssue(Box<VMotionInterfaceIssue>),
-    #[cfg(feature = "all-events")] VMotionLicenseExpiredEvent(Box<VMotionLicenseExpiredEvent>),
-    #[cfg(feature = "all-faults")] VMotionLinkCapacityLow(Box<VMotionLinkCapacityLow>),
-    #[cfg(feature = "all-faults")] VMotionLinkDown(Box<VMotionLinkDown>),
-    #[cfg(feature = "all-faults")] VMotionNotConfigured(Box<VMotionNotConfigured>),
-    #[cfg(feature = "all-faults")] VMotionNotLicensed(Box<VMotionNotLicensed>),
-    #[cfg(feature = "all-faults")] VMotionNotSupported(Box<VMotionNotSupported>),
-    #[cfg(feature = "all-faults")] VMotionProtocolIncompatible(Box<VMotionProtocolIncompatible>),
-    #[cfg(feature = "admin")] VMwareDVSConfigInfo(Box<VMwareDVSConfigInfo>),
-    VMwareDVSConfigSpec(Box<VMwareDVSConfigSpec>),
-    VMwareDVSFeatureCapability(Box<VMwareDVSFeatureCapability>),
-    VMwareDVSHealthCheckCapability(Box<VMwareDVSHealthCheckCapability>),
-    #[cfg(feature = "admin")] VMwareDVSHealthCheckConfig(Box<VMwareDVSHealthCheckConfig>),
-    VMwareDVSMtuHealthCheckResult(Box<VMwareDVSMtuHealthCheckResult>),
-    VMwareDVSPortSetting(Box<VMwareDVSPortSetting>),
-    VMwareDVSPortgroupPolicy(Box<VMwareDVSPortgroupPolicy>),
-    VMwareDVSPvlanConfigSpec(Box<VMwareDVSPvlanConfigSpec>),
-    VMwareDVSPvlanMapEntry(Box<VMwareDVSPvlanMapEntry>),
-    #[cfg(feature = "admin")] VMwareDVSTeamingHealthCheckConfig(Box<VMwareDVSTeamingHealthCheckConfig>),
-    VMwareDVSTeamingHealthCheckResult(Box<VMwareDVSTeamingHealthCheckResult>),
     VMwareDVSTeamingMatchStatus(Box<VMwareDVSTeamingMatchStatus>),
-    VMwareDVSVlanHealthCheckResult(Box<VMwareDVSVlanHealthCheckResult>),
-    #[cfg(feature = "admin")] VMwareDVSVlanMtuHealthCheckConfig(Box<VMwareDVSVlanMtuHealthCheckConfig>),
-    VMwareDVSVspanCapability(Box<VMwareDVSVspanCapability>),
-    VMwareDVSVspanConfigSpec(Box<VMwareDVSVspanConfigSpec>),
     VMwareDVSVspanSessionEncapType(Box<VMwareDVSVspanSessionEncapType>),
     VMwareDVSVspanSessionType(Box<VMwareDVSVspanSessionType>),
-    VMwareDvsDpuCapability(Box<VMwareDvsDpuCapability>),
-    VMwareDvsIpfixCapability(Box<VMwareDvsIpfixCapability>),
     VMwareDvsLacpApiVersion(Box<VMwareDvsLacpApiVersion>),
-    VMwareDvsLacpCapability(Box<VMwareDvsLacpCapability>),
+    VMwareDvsLacpLoadBalanceAlgorithm(Box<VMwareDvsLacpLoadBalanceAlgorithm>),
+    VMwareDvsMulticastFilteringMode(Box<VMwareDvsMulticastFilteringMode>),
+    VMwareUplinkLacpMode(Box<VMwareUplinkLacpMode>),
+    VMwareUplinkLacpTimeoutMode(Box<VMwareUplinkLacpTimeoutMode>),
+    VStorageObjectConsumptionType(Box<VStorageObjectConsumptionType>),
+    ValidateMigrationTestType(Box<ValidateMigrationTestType>),
+    VchaClusterMode(Box<VchaClusterMode>),
+    VchaClusterState(Box<VchaClusterState>),
+    VchaNodeRole(Box<VchaNodeRole>),
+    VchaNodeState(Box<VchaNodeState>),
+    VchaState(Box<VchaState>),
+    VirtualAppVAppState(Box<VirtualAppVAppState>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -387,160 +850,32 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VASAStorageArray(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VASAStorageArrayDiscoveryFcTransport(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VASAStorageArrayDiscoveryIpTransport(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VASAStorageArrayDiscoverySvcInfo(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppAutoStartAction(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpec(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecNetworkMappingPair(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecProvisioningType(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecResourceMap(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigFault(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigInfo(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigSpec(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppEntityConfigInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfo(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoAllocationSchemes(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoIpAllocationPolicy(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoProtocols(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppNotRunning(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOperationInProgress(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOvfSectionInfo(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOvfSectionSpec(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppProductInfo(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppProductSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertyFault(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertyInfo(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertySpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppTaskInProgress(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashCacheHotConfigNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleNotSupported(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleNotSupportedReason(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleVersionIncompatible(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreExpandedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreExtendedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMINotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMOnConflictDVPort(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMOnVirtualIntranet(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionAcrossNetworkNotSupported(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionCompatibilityType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionInterfaceIssue(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLinkCapacityLow(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLinkDown(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotConfigured(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotLicensed(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionProtocolIncompatible(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigInfo(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigSpec(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSFeatureCapability(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSHealthCheckCapability(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSMtuHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPortSetting(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPortgroupPolicy(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPvlanConfigSpec(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPvlanMapEntry(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingMatchStatus(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVlanHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVlanMtuHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanCapability(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanConfigSpec(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanSessionEncapType(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanSessionType(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsDpuCapability(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsIpfixCapability(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpApiVersion(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpCapability(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::VASAStorageArray(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VASAStorageArrayDiscoveryFcTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VASAStorageArrayDiscoveryIpTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VASAStorageArrayDiscoverySvcInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppAutoStartAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppCloneSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppCloneSpecNetworkMappingPair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppCloneSpecProvisioningType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppCloneSpecResourceMap(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VAppConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppEntityConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppIPAssignmentInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppIPAssignmentInfoAllocationSchemes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppIPAssignmentInfoProtocols(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VAppNotRunning(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VAppOperationInProgress(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppOvfSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppOvfSectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VAppPropertyFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppPropertyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppPropertySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VAppTaskInProgress(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VFlashCacheHotConfigNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VFlashModuleNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VFlashModuleNotSupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VFlashModuleVersionIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreExpandedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMINotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMOnConflictDVPort(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMOnVirtualIntranet(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMotionAcrossNetworkNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMotionCompatibilityType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMotionInterfaceIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VMotionLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMotionLinkCapacityLow(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMotionLinkDown(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMotionNotConfigured(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VMwareDVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSHealthCheckCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VMwareDVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSMtuHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSPortSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSPortgroupPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSPvlanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSPvlanMapEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VMwareDVSTeamingHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSTeamingHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSTeamingMatchStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSVlanHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VMwareDVSVlanMtuHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSVspanCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSVspanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSVspanSessionEncapType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSVspanSessionType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsDpuCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsIpfixCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDvsLacpApiVersion(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsLacpCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsMulticastFilteringMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareUplinkLacpMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareUplinkLacpTimeoutMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectConsumptionType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ValidateMigrationTestType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaNodeRole(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaNodeState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualAppVAppState(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -554,76 +889,29 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::VASAStorageArray(_) => "VASAStorageArray",
-            Object::VASAStorageArrayDiscoveryFcTransport(_) => "VASAStorageArrayDiscoveryFcTransport",
-            Object::VASAStorageArrayDiscoveryIpTransport(_) => "VASAStorageArrayDiscoveryIpTransport",
-            Object::VASAStorageArrayDiscoverySvcInfo(_) => "VASAStorageArrayDiscoverySvcInfo",
             Object::VAppAutoStartAction(_) => "VAppAutoStartAction",
-            Object::VAppCloneSpec(_) => "VAppCloneSpec",
-            Object::VAppCloneSpecNetworkMappingPair(_) => "VAppCloneSpecNetworkMappingPair",
             Object::VAppCloneSpecProvisioningType(_) => "VAppCloneSpecProvisioningType",
-            Object::VAppCloneSpecResourceMap(_) => "VAppCloneSpecResourceMap",
-            #[cfg(feature = "all-faults")] Object::VAppConfigFault(_) => "VAppConfigFault",
-            Object::VAppConfigInfo(_) => "VAppConfigInfo",
-            Object::VAppConfigSpec(_) => "VAppConfigSpec",
-            Object::VAppEntityConfigInfo(_) => "VAppEntityConfigInfo",
-            Object::VAppIPAssignmentInfo(_) => "VAppIPAssignmentInfo",
             Object::VAppIPAssignmentInfoAllocationSchemes(_) => "VAppIPAssignmentInfoAllocationSchemes",
             Object::VAppIPAssignmentInfoIpAllocationPolicy(_) => "VAppIPAssignmentInfoIpAllocationPolicy",
             Object::VAppIPAssignmentInfoProtocols(_) => "VAppIPAssignmentInfoProtocols",
-            #[cfg(feature = "all-faults")] Object::VAppNotRunning(_) => "VAppNotRunning",
-            #[cfg(feature = "all-faults")] Object::VAppOperationInProgress(_) => "VAppOperationInProgress",
-            Object::VAppOvfSectionInfo(_) => "VAppOvfSectionInfo",
-            Object::VAppOvfSectionSpec(_) => "VAppOvfSectionSpec",
-            Object::VAppProductInfo(_) => "VAppProductInfo",
-            Object::VAppProductSpec(_) => "VAppProductSpec",
-            #[cfg(feature = "all-faults")] Object::VAppPropertyFault(_) => "VAppPropertyFault",
-            Object::VAppPropertyInfo(_) => "VAppPropertyInfo",
-            Object::VAppPropertySpec(_) => "VAppPropertySpec",
-            #[cfg(feature = "all-faults")] Object::VAppTaskInProgress(_) => "VAppTaskInProgress",
-            #[cfg(feature = "all-faults")] Object::VFlashCacheHotConfigNotSupported(_) => "VFlashCacheHotConfigNotSupported",
-            #[cfg(feature = "all-faults")] Object::VFlashModuleNotSupported(_) => "VFlashModuleNotSupported",
             Object::VFlashModuleNotSupportedReason(_) => "VFlashModuleNotSupportedReason",
-            #[cfg(feature = "all-faults")] Object::VFlashModuleVersionIncompatible(_) => "VFlashModuleVersionIncompatible",
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreCreatedEvent(_) => "VMFSDatastoreCreatedEvent",
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreExpandedEvent(_) => "VMFSDatastoreExpandedEvent",
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreExtendedEvent(_) => "VMFSDatastoreExtendedEvent",
-            #[cfg(feature = "all-faults")] Object::VMINotSupported(_) => "VMINotSupported",
-            #[cfg(feature = "all-faults")] Object::VMOnConflictDVPort(_) => "VMOnConflictDVPort",
-            #[cfg(feature = "all-faults")] Object::VMOnVirtualIntranet(_) => "VMOnVirtualIntranet",
-            #[cfg(feature = "all-faults")] Object::VMotionAcrossNetworkNotSupported(_) => "VMotionAcrossNetworkNotSupported",
             Object::VMotionCompatibilityType(_) => "VMotionCompatibilityType",
-            #[cfg(feature = "all-faults")] Object::VMotionInterfaceIssue(_) => "VMotionInterfaceIssue",
-            #[cfg(feature = "all-events")] Object::VMotionLicenseExpiredEvent(_) => "VMotionLicenseExpiredEvent",
-            #[cfg(feature = "all-faults")] Object::VMotionLinkCapacityLow(_) => "VMotionLinkCapacityLow",
-            #[cfg(feature = "all-faults")] Object::VMotionLinkDown(_) => "VMotionLinkDown",
-            #[cfg(feature = "all-faults")] Object::VMotionNotConfigured(_) => "VMotionNotConfigured",
-            #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(_) => "VMotionNotLicensed",
-            #[cfg(feature = "all-faults")] Object::VMotionNotSupported(_) => "VMotionNotSupported",
-            #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(_) => "VMotionProtocolIncompatible",
-            #[cfg(feature = "admin")] Object::VMwareDVSConfigInfo(_) => "VMwareDVSConfigInfo",
-            Object::VMwareDVSConfigSpec(_) => "VMwareDVSConfigSpec",
-            Object::VMwareDVSFeatureCapability(_) => "VMwareDVSFeatureCapability",
-            Object::VMwareDVSHealthCheckCapability(_) => "VMwareDVSHealthCheckCapability",
-            #[cfg(feature = "admin")] Object::VMwareDVSHealthCheckConfig(_) => "VMwareDVSHealthCheckConfig",
-            Object::VMwareDVSMtuHealthCheckResult(_) => "VMwareDVSMtuHealthCheckResult",
-            Object::VMwareDVSPortSetting(_) => "VMwareDVSPortSetting",
-            Object::VMwareDVSPortgroupPolicy(_) => "VMwareDVSPortgroupPolicy",
-            Object::VMwareDVSPvlanConfigSpec(_) => "VMwareDVSPvlanConfigSpec",
-            Object::VMwareDVSPvlanMapEntry(_) => "VMwareDVSPvlanMapEntry",
-            #[cfg(feature = "admin")] Object::VMwareDVSTeamingHealthCheckConfig(_) => "VMwareDVSTeamingHealthCheckConfig",
-            Object::VMwareDVSTeamingHealthCheckResult(_) => "VMwareDVSTeamingHealthCheckResult",
             Object::VMwareDVSTeamingMatchStatus(_) => "VMwareDVSTeamingMatchStatus",
-            Object::VMwareDVSVlanHealthCheckResult(_) => "VMwareDVSVlanHealthCheckResult",
-            #[cfg(feature = "admin")] Object::VMwareDVSVlanMtuHealthCheckConfig(_) => "VMwareDVSVlanMtuHealthCheckConfig",
-            Object::VMwareDVSVspanCapability(_) => "VMwareDVSVspanCapability",
-            Object::VMwareDVSVspanConfigSpec(_) => "VMwareDVSVspanConfigSpec",
             Object::VMwareDVSVspanSessionEncapType(_) => "VMwareDVSVspanSessionEncapType",
             Object::VMwareDVSVspanSessionType(_) => "VMwareDVSVspanSessionType",
-            Object::VMwareDvsDpuCapability(_) => "VMwareDvsDpuCapability",
-            Object::VMwareDvsIpfixCapability(_) => "VMwareDvsIpfixCapability",
             Object::VMwareDvsLacpApiVersion(_) => "VMwareDvsLacpApiVersion",
-            Object::VMwareDvsLacpCapability(_) => "VMwareDvsLacpCapability",
+            Object::VMwareDvsLacpLoadBalanceAlgorithm(_) => "VMwareDvsLacpLoadBalanceAlgorithm",
+            Object::VMwareDvsMulticastFilteringMode(_) => "VMwareDvsMulticastFilteringMode",
+            Object::VMwareUplinkLacpMode(_) => "VMwareUplinkLacpMode",
+            Object::VMwareUplinkLacpTimeoutMode(_) => "VMwareUplinkLacpTimeoutMode",
+            Object::VStorageObjectConsumptionType(_) => "VStorageObjectConsumptionType",
+            Object::ValidateMigrationTestType(_) => "ValidateMigrationTestType",
+            Object::VchaClusterMode(_) => "VchaClusterMode",
+            Object::VchaClusterState(_) => "VchaClusterState",
+            Object::VchaNodeRole(_) => "VchaNodeRole",
+            Object::VchaNodeState(_) => "VchaNodeState",
+            Object::VchaState(_) => "VchaState",
+            Object::VirtualAppVAppState(_) => "VirtualAppVAppState",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -643,144 +931,33 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::VASAStorageArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VASAStorageArrayDiscoveryFcTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VASAStorageArrayDiscoveryIpTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VASAStorageArrayDiscoverySvcInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppAutoStartAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppCloneSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppCloneSpecNetworkMappingPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppCloneSpecProvisioningType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppCloneSpecResourceMap(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VAppConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppEntityConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppIPAssignmentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppIPAssignmentInfoAllocationSchemes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppIPAssignmentInfoProtocols(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VAppNotRunning(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VAppOperationInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppOvfSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppOvfSectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VAppPropertyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppPropertyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppPropertySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VAppTaskInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VFlashCacheHotConfigNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VFlashModuleNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VFlashModuleNotSupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VFlashModuleVersionIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreExpandedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreExtendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMINotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMOnConflictDVPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMOnVirtualIntranet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMotionAcrossNetworkNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMotionCompatibilityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMotionInterfaceIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VMotionLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMotionLinkCapacityLow(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMotionLinkDown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMotionNotConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VMwareDVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSHealthCheckCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VMwareDVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSMtuHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSPortSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSPortgroupPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSPvlanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSPvlanMapEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VMwareDVSTeamingHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSTeamingHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSTeamingMatchStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSVlanHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VMwareDVSVlanMtuHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSVspanCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSVspanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSVspanSessionEncapType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSVspanSessionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsDpuCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsIpfixCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDvsLacpApiVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsLacpCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsMulticastFilteringMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareUplinkLacpMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareUplinkLacpTimeoutMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectConsumptionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ValidateMigrationTestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaNodeRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualAppVAppState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectType for VASAStorageArray {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VASAStorageArray(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VASAStorageArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VASAStorageArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VASAStorageArrayDiscoveryFcTransport {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VASAStorageArrayDiscoveryFcTransport(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VASAStorageArrayDiscoveryFcTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VASAStorageArrayDiscoveryFcTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VASAStorageArrayDiscoveryIpTransport {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VASAStorageArrayDiscoveryIpTransport(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VASAStorageArrayDiscoveryIpTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VASAStorageArrayDiscoveryIpTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VASAStorageArrayDiscoverySvcInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VASAStorageArrayDiscoverySvcInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VASAStorageArrayDiscoverySvcInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VASAStorageArrayDiscoverySvcInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for VAppAutoStartAction {
     type Object = Object;
@@ -790,43 +967,11 @@ impl x::ObjectType for VAppAutoStartAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppAutoStartAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VAppAutoStartAction(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppAutoStartAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppCloneSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppCloneSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppCloneSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppCloneSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppCloneSpecNetworkMappingPair {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppCloneSpecNetworkMappingPair(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppCloneSpecNetworkMappingPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppCloneSpecNetworkMappingPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VAppAutoStartAction(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -838,107 +983,11 @@ impl x::ObjectType for VAppCloneSpecProvisioningType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppCloneSpecProvisioningType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VAppCloneSpecProvisioningType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppCloneSpecProvisioningType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppCloneSpecResourceMap {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppCloneSpecResourceMap(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppCloneSpecResourceMap(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppCloneSpecResourceMap(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VAppConfigFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppConfigFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppEntityConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppEntityConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppEntityConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppEntityConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppIPAssignmentInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppIPAssignmentInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppIPAssignmentInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppIPAssignmentInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VAppCloneSpecProvisioningType(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -950,11 +999,11 @@ impl x::ObjectType for VAppIPAssignmentInfoAllocationSchemes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -966,11 +1015,11 @@ impl x::ObjectType for VAppIPAssignmentInfoIpAllocationPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -982,203 +1031,11 @@ impl x::ObjectType for VAppIPAssignmentInfoProtocols {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppIPAssignmentInfoProtocols(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VAppIPAssignmentInfoProtocols(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppIPAssignmentInfoProtocols(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VAppNotRunning {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppNotRunning(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppNotRunning(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppNotRunning(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VAppOperationInProgress {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppOperationInProgress(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppOperationInProgress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppOperationInProgress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppOvfSectionInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppOvfSectionInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppOvfSectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppOvfSectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppOvfSectionSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppOvfSectionSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppOvfSectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppOvfSectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppProductInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppProductInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppProductInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppProductInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppProductSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppProductSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VAppPropertyFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppPropertyFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppPropertyFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppPropertyFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppPropertyInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppPropertyInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppPropertyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppPropertyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VAppPropertySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppPropertySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppPropertySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppPropertySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VAppTaskInProgress {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VAppTaskInProgress(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppTaskInProgress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppTaskInProgress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VFlashCacheHotConfigNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VFlashCacheHotConfigNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VFlashCacheHotConfigNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VFlashCacheHotConfigNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VFlashModuleNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VFlashModuleNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VFlashModuleNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VFlashModuleNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VAppIPAssignmentInfoProtocols(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1190,139 +1047,11 @@ impl x::ObjectType for VFlashModuleNotSupportedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VFlashModuleNotSupportedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VFlashModuleNotSupportedReason(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VFlashModuleNotSupportedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VFlashModuleVersionIncompatible {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VFlashModuleVersionIncompatible(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VFlashModuleVersionIncompatible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VFlashModuleVersionIncompatible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VMFSDatastoreCreatedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMFSDatastoreCreatedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMFSDatastoreCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMFSDatastoreCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VMFSDatastoreExpandedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMFSDatastoreExpandedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMFSDatastoreExpandedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMFSDatastoreExpandedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VMFSDatastoreExtendedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMFSDatastoreExtendedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMFSDatastoreExtendedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMFSDatastoreExtendedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMINotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMINotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMINotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMINotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMOnConflictDVPort {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMOnConflictDVPort(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMOnConflictDVPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMOnConflictDVPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMOnVirtualIntranet {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMOnVirtualIntranet(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMOnVirtualIntranet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMOnVirtualIntranet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionAcrossNetworkNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionAcrossNetworkNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionAcrossNetworkNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionAcrossNetworkNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VFlashModuleNotSupportedReason(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1334,331 +1063,11 @@ impl x::ObjectType for VMotionCompatibilityType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionCompatibilityType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VMotionCompatibilityType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionCompatibilityType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionInterfaceIssue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionInterfaceIssue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionInterfaceIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionInterfaceIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VMotionLicenseExpiredEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionLicenseExpiredEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionLicenseExpiredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionLicenseExpiredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionLinkCapacityLow {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionLinkCapacityLow(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionLinkCapacityLow(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionLinkCapacityLow(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionLinkDown {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionLinkDown(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionLinkDown(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionLinkDown(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionNotConfigured {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionNotConfigured(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionNotConfigured(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionNotConfigured(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionNotLicensed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionNotLicensed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionNotLicensed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionNotLicensed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionProtocolIncompatible {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMotionProtocolIncompatible(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionProtocolIncompatible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionProtocolIncompatible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VMwareDVSConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSFeatureCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSFeatureCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSFeatureCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSFeatureCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSHealthCheckCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSHealthCheckCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSHealthCheckCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSHealthCheckCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VMwareDVSHealthCheckConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSHealthCheckConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSMtuHealthCheckResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSMtuHealthCheckResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSMtuHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSMtuHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSPortSetting {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSPortSetting(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSPortSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSPortSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSPortgroupPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSPortgroupPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSPortgroupPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSPortgroupPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSPvlanConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSPvlanConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSPvlanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSPvlanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSPvlanMapEntry {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSPvlanMapEntry(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSPvlanMapEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSPvlanMapEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VMwareDVSTeamingHealthCheckConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSTeamingHealthCheckConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSTeamingHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSTeamingHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSTeamingHealthCheckResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSTeamingHealthCheckResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSTeamingHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSTeamingHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VMotionCompatibilityType(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1670,75 +1079,11 @@ impl x::ObjectType for VMwareDVSTeamingMatchStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSTeamingMatchStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VMwareDVSTeamingMatchStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSTeamingMatchStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSVlanHealthCheckResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSVlanHealthCheckResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVlanHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVlanHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VMwareDVSVlanMtuHealthCheckConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSVlanMtuHealthCheckConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSVspanCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSVspanCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVspanCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVspanCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDVSVspanConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDVSVspanConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVspanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVspanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VMwareDVSTeamingMatchStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1750,11 +1095,11 @@ impl x::ObjectType for VMwareDVSVspanSessionEncapType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVspanSessionEncapType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VMwareDVSVspanSessionEncapType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVspanSessionEncapType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VMwareDVSVspanSessionEncapType(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1766,43 +1111,11 @@ impl x::ObjectType for VMwareDVSVspanSessionType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVspanSessionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VMwareDVSVspanSessionType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVspanSessionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDvsDpuCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsDpuCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsDpuCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsDpuCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VMwareDvsIpfixCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsIpfixCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsIpfixCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsIpfixCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VMwareDVSVspanSessionType(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1814,26 +1127,202 @@ impl x::ObjectType for VMwareDvsLacpApiVersion {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpApiVersion(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VMwareDvsLacpApiVersion(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpApiVersion(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VMwareDvsLacpApiVersion(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareDvsLacpCapability {
+impl x::ObjectType for VMwareDvsLacpLoadBalanceAlgorithm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsLacpCapability(value)
+        Object::VMwareDvsLacpLoadBalanceAlgorithm(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsMulticastFilteringMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsMulticastFilteringMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsMulticastFilteringMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsMulticastFilteringMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareUplinkLacpMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareUplinkLacpMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareUplinkLacpMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareUplinkLacpMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareUplinkLacpTimeoutMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareUplinkLacpTimeoutMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectConsumptionType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectConsumptionType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectConsumptionType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectConsumptionType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ValidateMigrationTestType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ValidateMigrationTestType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ValidateMigrationTestType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ValidateMigrationTestType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaNodeRole {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaNodeRole(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaNodeRole(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaNodeRole(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaNodeState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaNodeState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaNodeState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaNodeState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualAppVAppState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualAppVAppState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualAppVAppState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualAppVAppState(v) => Ok(v), other => Err(other), }
     }
 }

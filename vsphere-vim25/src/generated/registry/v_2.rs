@@ -6,418 +6,832 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1d1c818), x::Name(0xbb9c0b), 0, 10), // VMwareDvsLacpGroupConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d1e116), x::Name(0xbb9c0b), 10, 2), // VMwareDvsLacpGroupSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d1f821), 0, 20), // VMwareDvsLacpLoadBalanceAlgorithm
-        x::TypeEntry::structure(x::Name(0x1d21a17), x::Name(0xbb9c0b), 12, 1), // VMwareDvsLagIpfixConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d23216), x::Name(0xbb9c0b), 13, 1), // VMwareDvsLagVlanConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d24916), x::Name(0xbb9c0b), 14, 2), // VMwareDvsMtuCapability: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d2601f), 20, 2), // VMwareDvsMulticastFilteringMode
-        x::TypeEntry::structure(x::Name(0x1d28021), x::Name(0xbb9c0b), 16, 1), // VMwareDvsPerfNicOffloadCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d2a222), x::Name(0xbb9c0b), 17, 1), // VMwareDvsSystemTrafficCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d2c511), x::Name(0xbb9c0b), 18, 7), // VMwareIpfixConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d2d714), 22, 2), // VMwareUplinkLacpMode
-        x::TypeEntry::structure(x::Name(0x1d2ec16), x::Name(0x127c311), 25, 2), // VMwareUplinkLacpPolicy: InheritablePolicy
-        x::TypeEntry::enumeration(x::Name(0x1d3031b), 24, 2), // VMwareUplinkLacpTimeoutMode
-        x::TypeEntry::structure(x::Name(0x1d31f1b), x::Name(0x127c311), 27, 2), // VMwareUplinkPortOrderPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x1d33b0f), x::Name(0xbb9c0b), 29, 5), // VMwareVspanPort: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d34b12), x::Name(0xbb9c0b), 34, 18), // VMwareVspanSession: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d3b90e), x::Name(0xbb9c0b), 52, 1), // VStorageObject: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d3c81a), x::Name(0xbb9c0b), 53, 3), // VStorageObjectAssociations: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d3e32c), x::Name(0xbb9c0b), 56, 2), // VStorageObjectAssociationsVmDiskAssociations: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d4101a), x::Name(0xbb9c0b), 58, 3), // VStorageObjectAttachResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d42b18), x::Name(0xbb9c0b), 61, 6), // VStorageObjectAttachSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d44418), x::Name(0x5aaf0e), 67, 7), // VStorageObjectConfigInfo: BaseConfigInfo
-        x::TypeEntry::enumeration(x::Name(0x1d45d1d), 26, 1), // VStorageObjectConsumptionType
-        x::TypeEntry::request(x::Name(0x1d47b29), 74, 5), // VStorageObjectCreateSnapshotExRequestType
-        x::TypeEntry::request(x::Name(0x1d4a527), 79, 4), // VStorageObjectCreateSnapshotRequestType
-        x::TypeEntry::request(x::Name(0x1d4cd2a), 83, 4), // VStorageObjectDeleteSnapshotEx2RequestType
-        x::TypeEntry::request(x::Name(0x1d4f829), 87, 4), // VStorageObjectDeleteSnapshotExRequestType
-        x::TypeEntry::request(x::Name(0x1d52225), 91, 4), // VStorageObjectExtendDiskExRequestType
-        x::TypeEntry::structure(x::Name(0x1d5481d), x::Name(0xbb9c0b), 95, 1), // VStorageObjectReconcileResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5662c), x::Name(0xbb9c0b), 96, 2), // VStorageObjectReconcileResultInvalidDiskPath: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5932c), x::Name(0xbb9c0b), 98, 8), // VStorageObjectReconcileResultReconcileDetail: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5c01b), x::Name(0xbb9c0b), 106, 6), // VStorageObjectReconcileSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5dc16), x::Name(0xbb9c0b), 112, 3), // VStorageObjectSnapshot: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5f31d), x::Name(0xbb9c0b), 115, 2), // VStorageObjectSnapshotDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d6111a), x::Name(0xbb9c0b), 117, 1), // VStorageObjectSnapshotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d62c30), x::Name(0xbb9c0b), 118, 4), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d65d17), x::Name(0xbb9c0b), 122, 1), // VStorageObjectStateInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d67a0a), x::Name(0xbb9c0b), 123, 2), // VVolHostPE: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d6851c), x::Name(0xbb9c0b), 125, 2), // VVolVmConfigFileUpdateResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d6a232), x::Name(0xbb9c0b), 127, 3), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: DynamicData
-        x::TypeEntry::request(x::Name(0x1d6d525), 130, 3), // ValidateCredentialsInGuestRequestType
-        x::TypeEntry::request(x::Name(0x1d6fb23), 133, 3), // ValidateHCIConfigurationRequestType
-        x::TypeEntry::request(x::Name(0x1d71f29), 136, 8), // ValidateHostProfileCompositionRequestType
-        x::TypeEntry::request(x::Name(0x1d74917), 144, 4), // ValidateHostRequestType
-        x::TypeEntry::request(x::Name(0x1d7611c), 148, 6), // ValidateMigrationRequestType
-        x::TypeEntry::enumeration(x::Name(0x1d77e19), 27, 4), // ValidateMigrationTestType
-        x::TypeEntry::request(x::Name(0x1d79823), 154, 3), // ValidateStoragePodConfigRequestType
-        x::TypeEntry::structure(x::Name(0x1d7bc19), x::Name(0xbb9c0b), 157, 4), // VasaProviderContainerSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d7d61b), x::Name(0xea3c09), 161, 1), // VcAgentUninstallFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d7f217), x::Name(0xea3c09), 162, 0), // VcAgentUninstalledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d80a19), x::Name(0xea3c09), 162, 1), // VcAgentUpgradeFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d82414), x::Name(0xea3c09), 163, 0), // VcAgentUpgradedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d84915), x::Name(0xbb9c0b), 163, 4), // VchaClusterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d85f15), x::Name(0xbb9c0b), 167, 2), // VchaClusterConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d87519), x::Name(0xbb9c0b), 169, 4), // VchaClusterDeploymentSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d88f11), x::Name(0xbb9c0b), 173, 3), // VchaClusterHealth: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d8a10f), 31, 3), // VchaClusterMode
-        x::TypeEntry::structure(x::Name(0x1d8b116), x::Name(0xbb9c0b), 176, 2), // VchaClusterNetworkSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d8c816), x::Name(0xbb9c0b), 178, 3), // VchaClusterRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d8df10), 34, 3), // VchaClusterState
-        x::TypeEntry::enumeration(x::Name(0x1d8f00c), 37, 3), // VchaNodeRole
-        x::TypeEntry::structure(x::Name(0x1d8fd13), x::Name(0xbb9c0b), 181, 3), // VchaNodeRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d9110d), 40, 2), // VchaNodeState
-        x::TypeEntry::enumeration(x::Name(0x1d91f09), 42, 4), // VchaState
-        x::TypeEntry::structure(x::Name(0x1d9291e), x::Name(0xea3c09), 184, 0), // VimAccountPasswordChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d94808), x::Name(0x1428f0b), 184, 0), // VimFault: MethodFault
-        x::TypeEntry::structure(x::Name(0x1d9510f), x::Name(0xbb9c0b), 184, 6), // VimVasaProvider: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d96113), x::Name(0xbb9c0b), 190, 2), // VimVasaProviderInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d9751c), x::Name(0xbb9c0b), 192, 3), // VimVasaProviderStatePerArray: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d99220), x::Name(0xbb9c0b), 195, 3), // VimVasaProviderVirtualHostConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d9b315), x::Name(0x207cc15), 198, 0), // VirtualAHCIController: VirtualSATAController
-        x::TypeEntry::structure(x::Name(0x1d9c91b), x::Name(0x207e21b), 198, 0), // VirtualAHCIControllerOption: VirtualSATAControllerOption
-        x::TypeEntry::structure(x::Name(0x1d9f014), x::Name(0x125360a), 198, 4), // VirtualAppImportSpec: ImportSpec
-        x::TypeEntry::structure(x::Name(0x1da0512), x::Name(0xbb9c0b), 202, 2), // VirtualAppLinkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1da1811), x::Name(0x1930313), 204, 5), // VirtualAppSummary: ResourcePoolSummary
-        x::TypeEntry::enumeration(x::Name(0x1da2a13), 46, 4), // VirtualAppVAppState
+        x::TypeEntry::structure(x::Name(0x1dbc52a), x::Name(0x1def426), 0, 1), // VirtualCdromRemotePassthroughBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dbf011), x::Name(0x1dc1a0d), 1, 2), // VirtualController: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1dc0217), x::Name(0x1de6313), 3, 2), // VirtualControllerOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1dc1a0d), x::Name(0xbb9c0b), 5, 9), // VirtualDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc2818), x::Name(0xbb9c0b), 14, 0), // VirtualDeviceBackingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc411a), x::Name(0xbb9c0b), 14, 1), // VirtualDeviceBackingOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc5c18), x::Name(0xbb9c0b), 15, 0), // VirtualDeviceBusSlotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc751a), x::Name(0xbb9c0b), 15, 1), // VirtualDeviceBusSlotOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc9017), x::Name(0xbb9c0b), 16, 7), // VirtualDeviceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dca822), x::Name(0xbb9c0b), 23, 2), // VirtualDeviceConfigSpecBackingSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1dccb21), 0, 2), // VirtualDeviceConfigSpecChangeMode
+        x::TypeEntry::enumeration(x::Name(0x1dced24), 2, 3), // VirtualDeviceConfigSpecFileOperation
+        x::TypeEntry::enumeration(x::Name(0x1dd1220), 5, 3), // VirtualDeviceConfigSpecOperation
+        x::TypeEntry::structure(x::Name(0x1dd3318), x::Name(0xbb9c0b), 25, 5), // VirtualDeviceConnectInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1dd4c28), 8, 3), // VirtualDeviceConnectInfoMigrateConnectOp
+        x::TypeEntry::enumeration(x::Name(0x1dd751e), 11, 4), // VirtualDeviceConnectInfoStatus
+        x::TypeEntry::structure(x::Name(0x1dd941a), x::Name(0xbb9c0b), 30, 2), // VirtualDeviceConnectOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ddaf1e), x::Name(0x1dc2818), 32, 2), // VirtualDeviceDeviceBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1ddce20), x::Name(0x1dc411a), 34, 1), // VirtualDeviceDeviceBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1ddef1c), x::Name(0xbb9c0b), 35, 2), // VirtualDeviceDeviceGroupInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1de0c1c), x::Name(0x1dc2818), 37, 3), // VirtualDeviceFileBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1de291e), x::Name(0x1dc411a), 40, 1), // VirtualDeviceFileBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1de481a), 15, 5), // VirtualDeviceFileExtension
+        x::TypeEntry::structure(x::Name(0x1de6313), x::Name(0xbb9c0b), 41, 12), // VirtualDeviceOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1de771b), x::Name(0x1dc5c18), 53, 1), // VirtualDevicePciBusSlotInfo: VirtualDeviceBusSlotInfo
+        x::TypeEntry::structure(x::Name(0x1de931c), x::Name(0x1dc2818), 54, 1), // VirtualDevicePipeBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1deb01e), x::Name(0x1dc411a), 55, 0), // VirtualDevicePipeBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1decf24), x::Name(0x1dc2818), 55, 2), // VirtualDeviceRemoteDeviceBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1def426), x::Name(0x1dc411a), 57, 1), // VirtualDeviceRemoteDeviceBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1df1b1b), x::Name(0x1dc2818), 58, 3), // VirtualDeviceURIBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1df371d), x::Name(0x1dc411a), 61, 1), // VirtualDeviceURIBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1df5526), 20, 2), // VirtualDeviceURIBackingOptionDirection
+        x::TypeEntry::structure(x::Name(0x1df7c0b), x::Name(0x1dc1a0d), 62, 14), // VirtualDisk: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x1df8816), 22, 3), // VirtualDiskAdapterType
+        x::TypeEntry::structure(x::Name(0x1df9f1f), x::Name(0x75640f), 76, 1), // VirtualDiskAntiAffinityRuleSpec: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x1dfbf24), x::Name(0x9f7819), 77, 0), // VirtualDiskBlocksNotFullyProvisioned: DeviceBackingNotSupported
+        x::TypeEntry::enumeration(x::Name(0x1dfe41c), 25, 2), // VirtualDiskCompatibilityMode
+        x::TypeEntry::structure(x::Name(0x1e00115), x::Name(0x1dc9017), 77, 2), // VirtualDiskConfigSpec: VirtualDeviceConfigSpec
+        x::TypeEntry::enumeration(x::Name(0x1e0171a), 27, 3), // VirtualDiskDeltaDiskFormat
+        x::TypeEntry::enumeration(x::Name(0x1e03221), 30, 2), // VirtualDiskDeltaDiskFormatVariant
+        x::TypeEntry::structure(x::Name(0x1e05424), x::Name(0xbb9c0b), 79, 2), // VirtualDiskDeltaDiskFormatsSupported: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e0791f), 32, 2), // VirtualDiskDiskChainBrokenIssue
+        x::TypeEntry::structure(x::Name(0x1e0991e), x::Name(0x1de0c1c), 81, 5), // VirtualDiskFlatVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e0b820), x::Name(0x1de291e), 86, 4), // VirtualDiskFlatVer1BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e0d91e), x::Name(0x1de0c1c), 90, 15), // VirtualDiskFlatVer2BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e0f820), x::Name(0x1de291e), 105, 11), // VirtualDiskFlatVer2BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e1190d), x::Name(0xbb9c0b), 116, 2), // VirtualDiskId: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e1271f), x::Name(0x1de0c1c), 118, 4), // VirtualDiskLocalPMemBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e14721), x::Name(0x1de291e), 122, 4), // VirtualDiskLocalPMemBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e1690f), 34, 6), // VirtualDiskMode
+        x::TypeEntry::structure(x::Name(0x1e1791b), x::Name(0x9fe612), 126, 1), // VirtualDiskModeNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1e19511), x::Name(0x1de6313), 127, 3), // VirtualDiskOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e1a728), x::Name(0xbb9c0b), 130, 4), // VirtualDiskOptionVFlashCacheConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e1d02c), x::Name(0x1e28021), 134, 1), // VirtualDiskPartitionedRawDiskVer2BackingInfo: VirtualDiskRawDiskVer2BackingInfo
+        x::TypeEntry::structure(x::Name(0x1e1fd2e), x::Name(0x1e2a223), 135, 0), // VirtualDiskPartitionedRawDiskVer2BackingOption: VirtualDiskRawDiskVer2BackingOption
+        x::TypeEntry::structure(x::Name(0x1e22c28), x::Name(0x1de0c1c), 135, 11), // VirtualDiskRawDiskMappingVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e2552a), x::Name(0x1ddce20), 146, 5), // VirtualDiskRawDiskMappingVer1BackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e28021), x::Name(0x1ddaf1e), 151, 4), // VirtualDiskRawDiskVer2BackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e2a223), x::Name(0x1ddce20), 155, 2), // VirtualDiskRawDiskVer2BackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e2c613), x::Name(0x75640f), 157, 2), // VirtualDiskRuleSpec: ClusterRuleInfo
+        x::TypeEntry::enumeration(x::Name(0x1e2da1b), 40, 3), // VirtualDiskRuleSpecRuleType
+        x::TypeEntry::structure(x::Name(0x1e2f61e), x::Name(0x1de0c1c), 159, 10), // VirtualDiskSeSparseBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e31520), x::Name(0x1de291e), 169, 7), // VirtualDiskSeSparseBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e33612), 43, 2), // VirtualDiskSharing
+        x::TypeEntry::structure(x::Name(0x1e34920), x::Name(0x1de0c1c), 176, 6), // VirtualDiskSparseVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e36a22), x::Name(0x1de291e), 182, 4), // VirtualDiskSparseVer1BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e38d20), x::Name(0x1de0c1c), 186, 9), // VirtualDiskSparseVer2BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e3ae22), x::Name(0x1de291e), 195, 7), // VirtualDiskSparseVer2BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e3d10f), x::Name(0xbb9c0b), 202, 2), // VirtualDiskSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e3e10f), 45, 13), // VirtualDiskType
+        x::TypeEntry::structure(x::Name(0x1e3f120), x::Name(0xbb9c0b), 204, 5), // VirtualDiskVFlashCacheConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e41234), 58, 2), // VirtualDiskVFlashCacheConfigInfoCacheConsistencyType
+        x::TypeEntry::enumeration(x::Name(0x1e44729), 60, 2), // VirtualDiskVFlashCacheConfigInfoCacheMode
+        x::TypeEntry::structure(x::Name(0x1e4710c), x::Name(0x1e4df13), 209, 0), // VirtualE1000: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1e47e12), x::Name(0x1e6b719), 209, 0), // VirtualE1000Option: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1e4910d), x::Name(0x1e4df13), 209, 0), // VirtualE1000e: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1e49f13), x::Name(0x1e6b719), 209, 0), // VirtualE1000eOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1e4b312), x::Name(0x20acf10), 209, 0), // VirtualEnsoniq1371: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1e4c618), x::Name(0x20b2616), 209, 0), // VirtualEnsoniq1371Option: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1e4df13), x::Name(0x1dc1a0d), 209, 7), // VirtualEthernetCard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e4f326), x::Name(0x1dc411a), 216, 0), // VirtualEthernetCardDVPortBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e51a34), x::Name(0x1dc2818), 216, 1), // VirtualEthernetCardDistributedVirtualPortBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e54f2b), x::Name(0x1ddaf1e), 217, 0), // VirtualEthernetCardLegacyNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e57b2d), x::Name(0x1ddce20), 217, 0), // VirtualEthernetCardLegacyNetworkBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e5a92a), 62, 3), // VirtualEthernetCardLegacyNetworkDeviceName
+        x::TypeEntry::enumeration(x::Name(0x1e5d41a), 65, 3), // VirtualEthernetCardMacType
+        x::TypeEntry::structure(x::Name(0x1e5ef25), x::Name(0x1ddaf1e), 217, 2), // VirtualEthernetCardNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e61527), x::Name(0x1ddce20), 219, 0), // VirtualEthernetCardNetworkBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e63d1f), x::Name(0x9fe612), 219, 0), // VirtualEthernetCardNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1e65d2b), x::Name(0x1dc2818), 219, 2), // VirtualEthernetCardOpaqueNetworkBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e6892d), x::Name(0x1dc411a), 221, 0), // VirtualEthernetCardOpaqueNetworkBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e6b719), x::Name(0x1de6313), 221, 5), // VirtualEthernetCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e6d125), x::Name(0xbb9c0b), 226, 3), // VirtualEthernetCardResourceAllocation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e6f70d), x::Name(0x1dc1a0d), 229, 0), // VirtualFloppy: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e7051e), x::Name(0x1ddaf1e), 229, 0), // VirtualFloppyDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e72420), x::Name(0x1ddce20), 229, 0), // VirtualFloppyDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e7451d), x::Name(0x1de0c1c), 229, 0), // VirtualFloppyImageBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e7631f), x::Name(0x1de291e), 229, 0), // VirtualFloppyImageBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e78313), x::Name(0x1de6313), 229, 0), // VirtualFloppyOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e79724), x::Name(0x1decf24), 229, 0), // VirtualFloppyRemoteDeviceBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e7bc26), x::Name(0x1def426), 229, 0), // VirtualFloppyRemoteDeviceBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e7e30f), x::Name(0xbb9c0b), 229, 9), // VirtualHardware: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e7f321), x::Name(0x210340d), 238, 0), // VirtualHardwareCompatibilityIssue: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x1e81520), 68, 2), // VirtualHardwareMotherboardLayout
+        x::TypeEntry::structure(x::Name(0x1e83615), x::Name(0xbb9c0b), 238, 28), // VirtualHardwareOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e84c22), x::Name(0x1e7f321), 266, 2), // VirtualHardwareVersionNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1e86f12), x::Name(0x20acf10), 268, 0), // VirtualHdAudioCard: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1e88218), x::Name(0x20b2616), 268, 0), // VirtualHdAudioCardOption: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1e89b14), x::Name(0x1dbf011), 268, 0), // VirtualIDEController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1e8b01a), x::Name(0x1dc0217), 268, 2), // VirtualIDEControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1e8cb0f), x::Name(0x1dc1a0d), 270, 0), // VirtualKeyboard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e8db15), x::Name(0x1de6313), 270, 0), // VirtualKeyboardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e8f119), x::Name(0x207fe15), 270, 0), // VirtualLsiLogicController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1e90b1f), x::Name(0x208141b), 270, 0), // VirtualLsiLogicControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1e92b1c), x::Name(0x207fe15), 270, 0), // VirtualLsiLogicSASController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1e94822), x::Name(0x208141b), 270, 0), // VirtualLsiLogicSASControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1e97a1a), x::Name(0xbb9c0b), 270, 1), // VirtualMachineAffinityInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e99524), 70, 3), // VirtualMachineAppHeartbeatStatusType
+        x::TypeEntry::structure(x::Name(0x1e9ba27), x::Name(0xbb9c0b), 271, 0), // VirtualMachineBaseIndependentFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e9e219), x::Name(0xbb9c0b), 271, 7), // VirtualMachineBootOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e9fc2c), x::Name(0x1ea2927), 278, 0), // VirtualMachineBootOptionsBootableCdromDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1ea2927), x::Name(0xbb9c0b), 278, 0), // VirtualMachineBootOptionsBootableDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ea512b), x::Name(0x1ea2927), 278, 1), // VirtualMachineBootOptionsBootableDiskDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1ea7d2f), x::Name(0x1ea2927), 279, 1), // VirtualMachineBootOptionsBootableEthernetDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1eaad2d), x::Name(0x1ea2927), 280, 0), // VirtualMachineBootOptionsBootableFloppyDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::enumeration(x::Name(0x1eadb30), 73, 2), // VirtualMachineBootOptionsNetworkBootProtocolType
+        x::TypeEntry::structure(x::Name(0x1eb0c18), x::Name(0xbb9c0b), 280, 52), // VirtualMachineCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1eb2517), x::Name(0x1fc7f18), 332, 1), // VirtualMachineCdromInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1eb3d1c), x::Name(0xbb9c0b), 333, 2), // VirtualMachineCertThumbprint: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1eb5a29), 75, 1), // VirtualMachineCertThumbprintHashAlgorithm
+        x::TypeEntry::structure(x::Name(0x1eb8417), x::Name(0xbb9c0b), 335, 8), // VirtualMachineCloneSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1eb9c29), 76, 2), // VirtualMachineCloneSpecTpmProvisionPolicy
+        x::TypeEntry::structure(x::Name(0x1ebc618), x::Name(0xbb9c0b), 343, 87), // VirtualMachineConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ebdf28), x::Name(0xbb9c0b), 430, 2), // VirtualMachineConfigInfoDatastoreUrlPair: DynamicData
     ],
     decode,
     fields: &[
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
-        x::FieldEntry::optional(x::Name(0x34c6c09), x::Name(0x2a94603)), // uplinkNum: int
-        x::FieldEntry::optional(x::Name(0x2bc0114), x::Name(0x3344606)), // loadbalanceAlgorithm: string
-        x::FieldEntry::optional(x::Name(0x35ac704), x::Name(0x1d23216)), // vlan: VMwareDvsLagVlanConfig
-        x::FieldEntry::optional(x::Name(0x2af8905), x::Name(0x1d21a17)), // ipfix: VMwareDvsLagIpfixConfig
-        x::FieldEntry::repeated(x::Name(0x34c610a), x::Name(0x3344606)), // uplinkName: string
-        x::FieldEntry::repeated(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
-        x::FieldEntry::optional(x::Name(0x341180b), x::Name(0x3344606)), // timeoutMode: string
-        x::FieldEntry::required(x::Name(0x2b68c0f), x::Name(0x1d1c818)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::optional(x::Name(0x2afab0c), x::Name(0x2405e07)), // ipfixEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x35ad506), x::Name(0x153380c)), // vlanId: NumericRange
-        x::FieldEntry::required(x::Name(0x2cb7d0f), x::Name(0x2a94603)), // minMtuSupported: int
-        x::FieldEntry::required(x::Name(0x2c3570f), x::Name(0x2a94603)), // maxMtuSupported: int
-        x::FieldEntry::optional(x::Name(0x3362809), x::Name(0x2405e07)), // supported: boolean
-        x::FieldEntry::repeated(x::Name(0x33ce917), x::Name(0x3344606)), // systemTrafficQualifiers: string
-        x::FieldEntry::optional(x::Name(0x24b9b12), x::Name(0x3344606)), // collectorIpAddress: string
-        x::FieldEntry::optional(x::Name(0x24bae0d), x::Name(0x2a94603)), // collectorPort: int
-        x::FieldEntry::optional(x::Name(0x2e62913), x::Name(0x2be5304)), // observationDomainId: long
-        x::FieldEntry::required(x::Name(0x22df711), x::Name(0x2a94603)), // activeFlowTimeout: int
-        x::FieldEntry::required(x::Name(0x2a3480f), x::Name(0x2a94603)), // idleFlowTimeout: int
-        x::FieldEntry::required(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
-        x::FieldEntry::required(x::Name(0x2aa4711), x::Name(0x2405e07)), // internalFlowsOnly: boolean
-        x::FieldEntry::optional(x::Name(0x27a1306), x::Name(0x5c340a)), // enable: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x1b13c0c)), // mode: StringPolicy
-        x::FieldEntry::repeated(x::Name(0x22e6810), x::Name(0x3344606)), // activeUplinkPort: string
-        x::FieldEntry::repeated(x::Name(0x32e7d11), x::Name(0x3344606)), // standbyUplinkPort: string
-        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::repeated(x::Name(0x34c8f0e), x::Name(0x3344606)), // uplinkPortName: string
-        x::FieldEntry::repeated(x::Name(0x36c4319), x::Name(0x3344606)), // wildcardPortConnecteeType: string
-        x::FieldEntry::repeated(x::Name(0x35b6c05), x::Name(0x2a94603)), // vlans: int
-        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x3298215), x::Name(0x1d33b0f)), // sourcePortTransmitted: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x3296f12), x::Name(0x1d33b0f)), // sourcePortReceived: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x268b00f), x::Name(0x1d33b0f)), // destinationPort: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x27b7d13), x::Name(0x2a94603)), // encapsulationVlanId: int
-        x::FieldEntry::required(x::Name(0x3344d11), x::Name(0x2405e07)), // stripOriginalVlan: boolean
-        x::FieldEntry::optional(x::Name(0x2cc3c14), x::Name(0x2a94603)), // mirroredPacketLength: int
-        x::FieldEntry::required(x::Name(0x2db2d14), x::Name(0x2405e07)), // normalTrafficAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x31ff00b), x::Name(0x3344606)), // sessionType: string
-        x::FieldEntry::optional(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
-        x::FieldEntry::optional(x::Name(0x27b4409), x::Name(0x3344606)), // encapType: string
-        x::FieldEntry::optional(x::Name(0x2808e08), x::Name(0x2a94603)), // erspanId: int
-        x::FieldEntry::optional(x::Name(0x2807309), x::Name(0x2a94603)), // erspanCOS: int
-        x::FieldEntry::optional(x::Name(0x2807d10), x::Name(0x2405e07)), // erspanGraNanosec: boolean
-        x::FieldEntry::optional(x::Name(0x2d3d908), x::Name(0x3344606)), // netstack: string
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1d44418)), // config: VStorageObjectConfigInfo
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::repeated(x::Name(0x35d7d12), x::Name(0x1d3e32c)), // vmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
-        x::FieldEntry::required(x::Name(0x270ad07), x::Name(0x2a94603)), // diskKey: int
-        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
-        x::FieldEntry::optional(x::Name(0x2722a08), x::Name(0x3344606)), // diskUUID: string
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
+        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x2a94603)), // device: int
+        x::FieldEntry::required(x::Name(0x26b1c07), x::Name(0x12bb409)), // devices: IntOption
+        x::FieldEntry::repeated(x::Name(0x336790f), x::Name(0x3344606)), // supportedDevice: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x26a210a), x::Name(0x9cd80b)), // deviceInfo: Description
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dc2818)), // backing: VirtualDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x2516c0b), x::Name(0x1dd3318)), // connectable: VirtualDeviceConnectInfo
+        x::FieldEntry::optional(x::Name(0x3242608), x::Name(0x1dc5c18)), // slotInfo: VirtualDeviceBusSlotInfo
         x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
         x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
-        x::FieldEntry::optional(x::Name(0x266f311), x::Name(0x2a94603)), // descriptorVersion: int
-        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
-        x::FieldEntry::repeated(x::Name(0x253540f), x::Name(0x3344606)), // consumptionType: string
-        x::FieldEntry::repeated(x::Name(0x2533f0a), x::Name(0x1243a02)), // consumerId: ID
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x2bb0f13), x::Name(0x3344606)), // linkedCloneBasePath: string
-        x::FieldEntry::optional(x::Name(0x2bb3613), x::Name(0x1243a02)), // linkedCloneParentId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
-        x::FieldEntry::repeated(x::Name(0x3091810), x::Name(0x1d5932c)), // reconcileDetails: VStorageObjectReconcileResultReconcileDetail
-        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x3092913), x::Name(0x3344606)), // reconcileReportPath: string
-        x::FieldEntry::optional(x::Name(0x2b32e0c), x::Name(0x2405e07)), // isReconciled: boolean
-        x::FieldEntry::optional(x::Name(0x2b25a0d), x::Name(0x2405e07)), // isDeepScanned: boolean
-        x::FieldEntry::optional(x::Name(0x2e49917), x::Name(0x2a94603)), // numberOfReconcileIssues: int
-        x::FieldEntry::optional(x::Name(0x2e44a1b), x::Name(0x2a94603)), // numberOfFcdsBeforeReconcile: int
-        x::FieldEntry::optional(x::Name(0x2e42f1a), x::Name(0x2a94603)), // numberOfFcdsAfterReconcile: int
-        x::FieldEntry::repeated(x::Name(0x2aaf510), x::Name(0x1d5662c)), // invalidDiskPaths: VStorageObjectReconcileResultInvalidDiskPath
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a51e10), x::Name(0x3344606)), // includeDiskPaths: string
-        x::FieldEntry::repeated(x::Name(0x2824910), x::Name(0x3344606)), // excludeDiskPaths: string
-        x::FieldEntry::optional(x::Name(0x2624108), x::Name(0x2405e07)), // deepScan: boolean
-        x::FieldEntry::optional(x::Name(0x275c806), x::Name(0x2405e07)), // dryRun: boolean
-        x::FieldEntry::optional(x::Name(0x2914f0e), x::Name(0x2a94603)), // generateReport: int
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x354cc06), x::Name(0x369940e)), // vclock: vslmVClockInfo
-        x::FieldEntry::optional(x::Name(0x34ef50c), x::Name(0x2be5304)), // usedCapacity: long
-        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::optional(x::Name(0x246af16), x::Name(0x3344606)), // changedBlockTrackingId: string
-        x::FieldEntry::repeated(x::Name(0x326c209), x::Name(0x1d62c30)), // snapshots: VStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::optional(x::Name(0x2e41108), x::Name(0x2a94603)), // numaNode: int
+        x::FieldEntry::optional(x::Name(0x269ce0f), x::Name(0x1ddef1c)), // deviceGroupInfo: VirtualDeviceDeviceGroupInfo
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x1dd1220)), // operation: VirtualDeviceConfigSpecOperation
+        x::FieldEntry::optional(x::Name(0x289de0d), x::Name(0x1dced24)), // fileOperation: VirtualDeviceConfigSpecFileOperation
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dca822)), // backing: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x245f90a), x::Name(0x3344606)), // changeMode: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1dca822)), // parent: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2cac40e), x::Name(0x3344606)), // migrateConnect: string
+        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x2405e07)), // startConnected: boolean
+        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x2405e07)), // allowGuestControl: boolean
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x5c290a)), // startConnected: BoolOption
+        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x5c290a)), // allowGuestControl: BoolOption
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
+        x::FieldEntry::required(x::Name(0x2932710), x::Name(0x2a94603)), // groupInstanceKey: int
+        x::FieldEntry::required(x::Name(0x31dd90a), x::Name(0x2a94603)), // sequenceId: int
+        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
         x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
-        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::optional(x::Name(0x33fa909), x::Name(0x2405e07)), // tentative: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x302ae10), x::Name(0x10a1f14)), // protocolEndpoint: HostProtocolEndpoint
-        x::FieldEntry::repeated(x::Name(0x3357a15), x::Name(0x134dd08)), // succeededVmConfigFile: KeyValue
-        x::FieldEntry::repeated(x::Name(0x2855812), x::Name(0x1d6a232)), // failedVmConfigFile: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::FieldEntry::required(x::Name(0x33d7a12), x::Name(0x3344606)), // targetConfigVVolId: string
-        x::FieldEntry::optional(x::Name(0x275d906), x::Name(0x3344606)), // dsPath: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x289cb12), x::Name(0x65700c)), // fileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x251520d), x::Name(0x1dd941a)), // connectOption: VirtualDeviceConnectOption
+        x::FieldEntry::optional(x::Name(0x241f80d), x::Name(0x1dc751a)), // busSlotOption: VirtualDeviceBusSlotOption
+        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::optional(x::Name(0x239d514), x::Name(0x5c290a)), // autoAssignController: BoolOption
+        x::FieldEntry::repeated(x::Name(0x23d3b0d), x::Name(0x1dc411a)), // backingOption: VirtualDeviceBackingOption
+        x::FieldEntry::optional(x::Name(0x2624a19), x::Name(0x2a94603)), // defaultBackingOptionIndex: int
+        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
+        x::FieldEntry::required(x::Name(0x2666c0a), x::Name(0x2405e07)), // deprecated: boolean
+        x::FieldEntry::required(x::Name(0x2f78a0b), x::Name(0x2405e07)), // plugAndPlay: boolean
+        x::FieldEntry::optional(x::Name(0x2a15112), x::Name(0x2405e07)), // hotRemoveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e41a0d), x::Name(0x2405e07)), // numaSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f2b60d), x::Name(0x2a94603)), // pciSlotNumber: int
+        x::FieldEntry::required(x::Name(0x2f72908), x::Name(0x3344606)), // pipeName: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
+        x::FieldEntry::required(x::Name(0x31f960a), x::Name(0x3344606)), // serviceURI: string
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
+        x::FieldEntry::optional(x::Name(0x3038408), x::Name(0x3344606)), // proxyURI: string
+        x::FieldEntry::required(x::Name(0x26d780a), x::Name(0x65700c)), // directions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x2be5304)), // capacityInKB: long
+        x::FieldEntry::optional(x::Name(0x244260f), x::Name(0x2be5304)), // capacityInBytes: long
+        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x3327c13), x::Name(0x1af3517)), // storageIOAllocation: StorageIOAllocationInfo
+        x::FieldEntry::optional(x::Name(0x271180c), x::Name(0x3344606)), // diskObjectId: string
+        x::FieldEntry::optional(x::Name(0x351bf15), x::Name(0x1e3f120)), // vFlashCacheConfigInfo: VirtualDiskVFlashCacheConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2ad2b08), x::Name(0x3344606)), // iofilter: string
+        x::FieldEntry::optional(x::Name(0x3519407), x::Name(0x1243a02)), // vDiskId: ID
+        x::FieldEntry::optional(x::Name(0x3519c0c), x::Name(0x2a94603)), // vDiskVersion: int
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x2d21c1a), x::Name(0x2405e07)), // nativeUnmanagedLinkedClone: boolean
+        x::FieldEntry::repeated(x::Name(0x2a64212), x::Name(0x1e9ba27)), // independentFilters: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x295400d), x::Name(0x2405e07)), // guestReadOnly: boolean
+        x::FieldEntry::optional(x::Name(0x2700614), x::Name(0x3344606)), // diskChainBrokenIssue: string
+        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x2cab70c), x::Name(0x2405e07)), // migrateCache: boolean
+        x::FieldEntry::required(x::Name(0x260140d), x::Name(0x3344606)), // datastoreType: string
+        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0991e)), // parent: VirtualDiskFlatVer1BackingInfo
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x2405e07)), // thinProvisioned: boolean
+        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x2405e07)), // eagerlyScrub: boolean
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0d91e)), // parent: VirtualDiskFlatVer2BackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
+        x::FieldEntry::optional(x::Name(0x2658416), x::Name(0x3344606)), // deltaDiskFormatVariant: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x5c290a)), // thinProvisioned: BoolOption
+        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x5c290a)), // eagerlyScrub: BoolOption
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
+        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
         x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x299280d), x::Name(0x68f723)), // hciConfigSpec: ClusterComputeResourceHCIConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0x13ff016)), // targets: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0xdc2c10)), // toBeMerged: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0xdc2c10)), // toReplaceWith: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x27ac116), x::Name(0xdc2c10)), // enableStatusToBeCopied: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2804609), x::Name(0x2405e07)), // errorOnly: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x367030a), x::Name(0x3344606)), // volumeUUID: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x13e720a)), // capacityInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x2ac4b12), x::Name(0x1af4d19)), // ioAllocationOption: StorageIOAllocationOption
+        x::FieldEntry::optional(x::Name(0x351d517), x::Name(0x1e1a728)), // vFlashCacheConfigOption: VirtualDiskOptionVFlashCacheConfigOption
+        x::FieldEntry::required(x::Name(0x2430014), x::Name(0x65700c)), // cacheConsistencyType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2431509), x::Name(0x65700c)), // cacheMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x311a40f), x::Name(0x13e720a)), // reservationInMB: LongOption
+        x::FieldEntry::required(x::Name(0x23fe80d), x::Name(0x13e720a)), // blockSizeInKB: LongOption
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::optional(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x24cd311), x::Name(0x3344606)), // compatibilityMode: string
+        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e22c28)), // parent: VirtualDiskRawDiskMappingVer1BackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x24cd311), x::Name(0x65700c)), // compatibilityMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x266c312), x::Name(0x3344606)), // descriptorFileName: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::required(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x271b80c), x::Name(0x3344606)), // diskRuleType: string
+        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e2f61e)), // parent: VirtualDiskSeSparseBackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2922509), x::Name(0x2a94603)), // grainSize: int
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e34920)), // parent: VirtualDiskSparseVer1BackingInfo
+        x::FieldEntry::required(x::Name(0x270eb09), x::Name(0x65700c)), // diskModes: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e38d20)), // parent: VirtualDiskSparseVer2BackingInfo
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
+        x::FieldEntry::required(x::Name(0x22ead0b), x::Name(0x3344606)), // adapterType: string
+        x::FieldEntry::optional(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
+        x::FieldEntry::optional(x::Name(0x311a40f), x::Name(0x2be5304)), // reservationInMB: long
+        x::FieldEntry::optional(x::Name(0x2430014), x::Name(0x3344606)), // cacheConsistencyType: string
+        x::FieldEntry::optional(x::Name(0x2431509), x::Name(0x3344606)), // cacheMode: string
+        x::FieldEntry::optional(x::Name(0x23fe80d), x::Name(0x2be5304)), // blockSizeInKB: long
+        x::FieldEntry::optional(x::Name(0x22f770b), x::Name(0x3344606)), // addressType: string
+        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
+        x::FieldEntry::optional(x::Name(0x36b8110), x::Name(0x2405e07)), // wakeOnLanEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x312f112), x::Name(0x1e6d125)), // resourceAllocation: VirtualEthernetCardResourceAllocation
+        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x2405e07)), // uptCompatibilityEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3351908), x::Name(0x3344606)), // subnetId: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0xaffc26)), // port: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a46011), x::Name(0x2405e07)), // inPassthroughMode: boolean
+        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::required(x::Name(0x337d20c), x::Name(0x65700c)), // supportedOUI: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2bf8a07), x::Name(0x65700c)), // macType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x36b8110), x::Name(0x5c290a)), // wakeOnLanEnabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x35ced19), x::Name(0x2405e07)), // vmDirectPathGen2Supported: boolean
+        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x5c290a)), // uptCompatibilityEnabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
+        x::FieldEntry::required(x::Name(0x3216b05), x::Name(0x1a6f70a)), // share: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
+        x::FieldEntry::required(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
+        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x2405e07)), // autoCoresPerSocket: boolean
+        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x2a94603)), // memoryMB: int
+        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
+        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
+        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
+        x::FieldEntry::required(x::Name(0x2a21409), x::Name(0x2a94603)), // hwVersion: int
+        x::FieldEntry::repeated(x::Name(0x3577d13), x::Name(0x1de6313)), // virtualDeviceOption: VirtualDeviceOption
+        x::FieldEntry::required(x::Name(0x26a4d12), x::Name(0x2405e07)), // deviceListReadonly: boolean
+        x::FieldEntry::repeated(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
+        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x12bb409)), // numCoresPerSocket: IntOption
+        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x5c290a)), // autoCoresPerSocket: BoolOption
+        x::FieldEntry::required(x::Name(0x2dea60e), x::Name(0x2405e07)), // numCpuReadonly: boolean
+        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x13e720a)), // memoryMB: LongOption
+        x::FieldEntry::required(x::Name(0x2e03511), x::Name(0x12bb409)), // numPCIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2df6f11), x::Name(0x12bb409)), // numIDEControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e2c211), x::Name(0x12bb409)), // numUSBControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e2d415), x::Name(0x12bb409)), // numUSBXHCIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e1bb11), x::Name(0x12bb409)), // numSIOControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e06011), x::Name(0x12bb409)), // numPS2Controllers: IntOption
+        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
+        x::FieldEntry::optional(x::Name(0x2e27914), x::Name(0x12bb409)), // numSupportedWwnPorts: IntOption
+        x::FieldEntry::optional(x::Name(0x2e26414), x::Name(0x12bb409)), // numSupportedWwnNodes: IntOption
+        x::FieldEntry::optional(x::Name(0x3130414), x::Name(0x191a714)), // resourceConfigOption: ResourceConfigOption
+        x::FieldEntry::optional(x::Name(0x2dfca14), x::Name(0x12bb409)), // numNVDIMMControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e2a20d), x::Name(0x12bb409)), // numTPMDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3fa0d), x::Name(0x12bb409)), // numWDTDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e0e718), x::Name(0x12bb409)), // numPrecisionClockDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x27fe10b), x::Name(0x13e720a)), // epcMemoryMB: LongOption
+        x::FieldEntry::repeated(x::Name(0x22d5c17), x::Name(0x3344606)), // acpiHostBridgesFirmware: string
+        x::FieldEntry::optional(x::Name(0x2deb519), x::Name(0x12bb409)), // numCpuSimultaneousThreads: IntOption
+        x::FieldEntry::optional(x::Name(0x2e0280c), x::Name(0x12bb409)), // numNumaNodes: IntOption
+        x::FieldEntry::optional(x::Name(0x2deee0f), x::Name(0x12bb409)), // numDeviceGroups: IntOption
+        x::FieldEntry::repeated(x::Name(0x269ee10), x::Name(0x3344606)), // deviceGroupTypes: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
         x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x356a303), x::Name(0x15f4815)), // vhp: OvfValidateHostParams
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
-        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
-        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1acdb14)), // spec: StorageDrsConfigSpec
-        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
-        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
-        x::FieldEntry::required(x::Name(0x2654b07), x::Name(0x2405e07)), // deleted: boolean
-        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x285f511), x::Name(0xc78810)), // failoverNodeInfo1: FailoverNodeInfo
-        x::FieldEntry::optional(x::Name(0x2860711), x::Name(0xc78810)), // failoverNodeInfo2: FailoverNodeInfo
-        x::FieldEntry::optional(x::Name(0x36f6c0f), x::Name(0x22baf0f)), // witnessNodeInfo: WitnessNodeInfo
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::required(x::Name(0x2f17409), x::Name(0x3344606)), // passiveIp: string
-        x::FieldEntry::required(x::Name(0x36f4f09), x::Name(0x3344606)), // witnessIp: string
-        x::FieldEntry::required(x::Name(0x2f15e15), x::Name(0x1602919)), // passiveDeploymentSpec: PassiveNodeDeploymentSpec
-        x::FieldEntry::required(x::Name(0x36f3915), x::Name(0x14fa112)), // witnessDeploymentSpec: NodeDeploymentSpec
-        x::FieldEntry::required(x::Name(0x22e980c), x::Name(0x1a9b30e)), // activeVcSpec: SourceNodeSpec
-        x::FieldEntry::optional(x::Name(0x22e8215), x::Name(0x738118)), // activeVcNetworkConfig: ClusterNetworkConfigSpec
-        x::FieldEntry::required(x::Name(0x318250b), x::Name(0x1d8c816)), // runtimeInfo: VchaClusterRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x29a1b0e), x::Name(0x13d2d12)), // healthMessages: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x22f2115), x::Name(0x13d2d12)), // additionalInformation: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x36f5912), x::Name(0x14fb40f)), // witnessNetworkSpec: NodeNetworkSpec
-        x::FieldEntry::required(x::Name(0x2f17e12), x::Name(0x1604316)), // passiveNetworkSpec: PassiveNodeNetworkSpec
-        x::FieldEntry::required(x::Name(0x24b1b0c), x::Name(0x3344606)), // clusterState: string
-        x::FieldEntry::repeated(x::Name(0x2da4708), x::Name(0x1d8fd13)), // nodeInfo: VchaNodeRuntimeInfo
-        x::FieldEntry::required(x::Name(0x24a880b), x::Name(0x3344606)), // clusterMode: string
-        x::FieldEntry::required(x::Name(0x2da6909), x::Name(0x3344606)), // nodeState: string
-        x::FieldEntry::required(x::Name(0x2da6008), x::Name(0x3344606)), // nodeRole: string
-        x::FieldEntry::required(x::Name(0x2da5006), x::Name(0x3344606)), // nodeIp: string
-        x::FieldEntry::optional(x::Name(0x3477103), x::Name(0x3344606)), // uid: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x31d2715), x::Name(0x3344606)), // selfSignedCertificate: string
-        x::FieldEntry::optional(x::Name(0x3568d0b), x::Name(0x1d99220)), // vhostConfig: VimVasaProviderVirtualHostConfig
-        x::FieldEntry::optional(x::Name(0x3561209), x::Name(0x2a94603)), // versionId: int
-        x::FieldEntry::required(x::Name(0x302d408), x::Name(0x1d9510f)), // provider: VimVasaProvider
-        x::FieldEntry::repeated(x::Name(0x236ad0a), x::Name(0x1d9751c)), // arrayState: VimVasaProviderStatePerArray
-        x::FieldEntry::required(x::Name(0x2ff4008), x::Name(0x2a94603)), // priority: int
-        x::FieldEntry::required(x::Name(0x2369707), x::Name(0x3344606)), // arrayId: string
-        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
-        x::FieldEntry::optional(x::Name(0x3569909), x::Name(0x3344606)), // vhostName: string
-        x::FieldEntry::required(x::Name(0x31f170b), x::Name(0x3344606)), // serviceHost: string
-        x::FieldEntry::optional(x::Name(0x31f640b), x::Name(0x2a94603)), // servicePort: int
+        x::FieldEntry::required(x::Name(0x2df810b), x::Name(0x12bb409)), // numIDEDisks: IntOption
+        x::FieldEntry::required(x::Name(0x2df620c), x::Name(0x12bb409)), // numIDECdroms: IntOption
+        x::FieldEntry::repeated(x::Name(0x230930b), x::Name(0x2a94603)), // affinitySet: int
+        x::FieldEntry::optional(x::Name(0x2407609), x::Name(0x2be5304)), // bootDelay: long
+        x::FieldEntry::optional(x::Name(0x27e710e), x::Name(0x2405e07)), // enterBIOSSetup: boolean
+        x::FieldEntry::optional(x::Name(0x2792314), x::Name(0x2405e07)), // efiSecureBootEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x240d710), x::Name(0x2405e07)), // bootRetryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x240c80e), x::Name(0x2be5304)), // bootRetryDelay: long
+        x::FieldEntry::repeated(x::Name(0x240be09), x::Name(0x1ea2927)), // bootOrder: VirtualMachineBootOptionsBootableDevice
+        x::FieldEntry::optional(x::Name(0x2d4a713), x::Name(0x3344606)), // networkBootProtocol: string
+        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x326731b), x::Name(0x2405e07)), // snapshotOperationsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d07a1a), x::Name(0x2405e07)), // multipleSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x325a417), x::Name(0x2405e07)), // snapshotConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2fc451c), x::Name(0x2405e07)), // poweredOffSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c8d618), x::Name(0x2405e07)), // memorySnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x3151719), x::Name(0x2405e07)), // revertToSnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x305e41a), x::Name(0x2405e07)), // quiescedSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x26e2c19), x::Name(0x2405e07)), // disableSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bd5d16), x::Name(0x2405e07)), // lockSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x252701b), x::Name(0x2405e07)), // consolePreferencesSupported: boolean
+        x::FieldEntry::required(x::Name(0x255d517), x::Name(0x2405e07)), // cpuFeatureMaskSupported: boolean
+        x::FieldEntry::required(x::Name(0x3185f19), x::Name(0x2405e07)), // s1AcpiManagementSupported: boolean
+        x::FieldEntry::required(x::Name(0x3206220), x::Name(0x2405e07)), // settingScreenResolutionSupported: boolean
+        x::FieldEntry::required(x::Name(0x341e118), x::Name(0x2405e07)), // toolsAutoUpdateSupported: boolean
+        x::FieldEntry::required(x::Name(0x35eb012), x::Name(0x2405e07)), // vmNpivWwnSupported: boolean
+        x::FieldEntry::required(x::Name(0x2dd1a1a), x::Name(0x2405e07)), // npivWwnOnNonRdmVmSupported: boolean
+        x::FieldEntry::optional(x::Name(0x35e9619), x::Name(0x2405e07)), // vmNpivWwnDisableSupported: boolean
+        x::FieldEntry::optional(x::Name(0x35ec318), x::Name(0x2405e07)), // vmNpivWwnUpdateSupported: boolean
+        x::FieldEntry::required(x::Name(0x33afa16), x::Name(0x2405e07)), // swapPlacementSupported: boolean
+        x::FieldEntry::required(x::Name(0x3428f16), x::Name(0x2405e07)), // toolsSyncTimeSupported: boolean
+        x::FieldEntry::required(x::Name(0x3596618), x::Name(0x2405e07)), // virtualMmuUsageSupported: boolean
+        x::FieldEntry::required(x::Name(0x271c513), x::Name(0x2405e07)), // diskSharesSupported: boolean
+        x::FieldEntry::required(x::Name(0x240a914), x::Name(0x2405e07)), // bootOptionsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x240e819), x::Name(0x2405e07)), // bootRetryOptionsSupported: boolean
+        x::FieldEntry::required(x::Name(0x320831c), x::Name(0x2405e07)), // settingVideoRamSizeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320421f), x::Name(0x2405e07)), // settingDisplayTopologySupported: boolean
+        x::FieldEntry::optional(x::Name(0x30a1e15), x::Name(0x2405e07)), // recordReplaySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2466117), x::Name(0x2405e07)), // changeTrackingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d0151f), x::Name(0x2405e07)), // multipleCoresPerSocketSupported: boolean
+        x::FieldEntry::optional(x::Name(0x29b9e1d), x::Name(0x2405e07)), // hostBasedReplicationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x293a016), x::Name(0x2405e07)), // guestAutoLockSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c85b1e), x::Name(0x2405e07)), // memoryReservationLockSupported: boolean
+        x::FieldEntry::optional(x::Name(0x288ae1b), x::Name(0x2405e07)), // featureRequirementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2fc7e23), x::Name(0x2405e07)), // poweredOnMonitorTypeChangeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31b1a15), x::Name(0x2405e07)), // seSparseDiskSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d2d711), x::Name(0x2405e07)), // nestedHVSupported: boolean
+        x::FieldEntry::optional(x::Name(0x352eb0d), x::Name(0x2405e07)), // vPMCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31c3b13), x::Name(0x2405e07)), // secureBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f3b111), x::Name(0x2405e07)), // perVmEvcSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3594f16), x::Name(0x2405e07)), // virtualMmuUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x3580f17), x::Name(0x2405e07)), // virtualExecUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x2712526), x::Name(0x2405e07)), // diskOnlySnapshotOnSuspendedVMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33a3118), x::Name(0x2405e07)), // suspendToMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x342731b), x::Name(0x2405e07)), // toolsSyncTimeAllowSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320da0c), x::Name(0x2405e07)), // sevSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f7c815), x::Name(0x2405e07)), // pmemFailoverSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3107b1e), x::Name(0x2405e07)), // requireSgxAttestationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2460418), x::Name(0x2405e07)), // changeModeDisksSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3554a1a), x::Name(0x2405e07)), // vendorDeviceGroupSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320c10f), x::Name(0x2405e07)), // sevSnpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33f360c), x::Name(0x2405e07)), // tdxSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2797a16), x::Name(0x2405e07)), // ehvSecureBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x3405d0a), x::Name(0x3344606)), // thumbprint: string
+        x::FieldEntry::optional(x::Name(0x298dd0d), x::Name(0x3344606)), // hashAlgorithm: string
+        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x1f9b61a)), // location: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::optional(x::Name(0x24ea506), x::Name(0x1ecbb18)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x25b9e0d), x::Name(0x8bd911)), // customization: CustomizationSpec
+        x::FieldEntry::required(x::Name(0x2fb5c07), x::Name(0x2405e07)), // powerOn: boolean
+        x::FieldEntry::optional(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0x2405e07)), // memory: boolean
+        x::FieldEntry::optional(x::Name(0x3443312), x::Name(0x3344606)), // tpmProvisionPolicy: string
+        x::FieldEntry::required(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::required(x::Name(0x2cd6608), x::Name(0x2607608)), // modified: dateTime
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x351580e), x::Name(0x1cbc60e)), // vAppConfigSpec: VAppConfigSpec
-        x::FieldEntry::required(x::Name(0x313bc10), x::Name(0x191bc12)), // resourcePoolSpec: ResourceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x125360a)), // child: ImportSpec
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x268f711), x::Name(0x2405e07)), // destroyWithParent: boolean
-        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
-        x::FieldEntry::optional(x::Name(0x3516709), x::Name(0x1da2a13)), // vAppState: VirtualAppVAppState
-        x::FieldEntry::optional(x::Name(0x33a5609), x::Name(0x2405e07)), // suspended: boolean
-        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::required(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x257480a), x::Name(0x2607608)), // createDate: dateTime
         x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::repeated(x::Name(0x2dc8e15), x::Name(0x2be5304)), // npivNodeWorldWideName: long
+        x::FieldEntry::repeated(x::Name(0x2dcb615), x::Name(0x2be5304)), // npivPortWorldWideName: long
+        x::FieldEntry::optional(x::Name(0x2dd0415), x::Name(0x3344606)), // npivWorldWideNameType: string
+        x::FieldEntry::optional(x::Name(0x2dc6613), x::Name(0x3226a05)), // npivDesiredNodeWwns: short
+        x::FieldEntry::optional(x::Name(0x2dc7a13), x::Name(0x3226a05)), // npivDesiredPortWwns: short
+        x::FieldEntry::optional(x::Name(0x2dcda15), x::Name(0x2405e07)), // npivTemporaryDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2dca411), x::Name(0x2405e07)), // npivOnNonRdmDisks: boolean
+        x::FieldEntry::optional(x::Name(0x2bd400a), x::Name(0x3344606)), // locationId: string
+        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::required(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::required(x::Name(0x2339112), x::Name(0x3344606)), // alternateGuestName: string
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::required(x::Name(0x28a4505), x::Name(0x1f13816)), // files: VirtualMachineFileInfo
+        x::FieldEntry::optional(x::Name(0x341db05), x::Name(0x1b7820f)), // tools: ToolsConfigInfo
+        x::FieldEntry::required(x::Name(0x28c4305), x::Name(0x1f28416)), // flags: VirtualMachineFlagInfo
+        x::FieldEntry::optional(x::Name(0x2525d12), x::Name(0x1eda020)), // consolePreferences: VirtualMachineConsolePreferences
+        x::FieldEntry::required(x::Name(0x263da0f), x::Name(0x1ee5c20)), // defaultPowerOps: VirtualMachineDefaultPowerOpInfo
+        x::FieldEntry::optional(x::Name(0x307650e), x::Name(0x2405e07)), // rebootPowerOff: boolean
+        x::FieldEntry::required(x::Name(0x2976808), x::Name(0x1e7e30f)), // hardware: VirtualHardware
+        x::FieldEntry::repeated(x::Name(0x354d30a), x::Name(0x1ff3b18)), // vcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::optional(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::optional(x::Name(0x2c7d713), x::Name(0x2405e07)), // memoryHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x255ed10), x::Name(0x2405e07)), // cpuHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x255fe13), x::Name(0x2405e07)), // cpuHotRemoveEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2a13e12), x::Name(0x2be5304)), // hotPlugMemoryLimit: long
+        x::FieldEntry::optional(x::Name(0x2a1231a), x::Name(0x2be5304)), // hotPlugMemoryIncrementSize: long
+        x::FieldEntry::optional(x::Name(0x2553e0b), x::Name(0x1e97a1a)), // cpuAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x2c7740e), x::Name(0x1e97a1a)), // memoryAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x2d6f00d), x::Name(0x1f7791f)), // networkShaper: VirtualMachineNetworkShaperInfo
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0xe2ca0d)), // cpuFeatureMask: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0x260220c), x::Name(0x1ebdf28)), // datastoreUrl: VirtualMachineConfigInfoDatastoreUrlPair
+        x::FieldEntry::optional(x::Name(0x33aec0d), x::Name(0x3344606)), // swapPlacement: string
+        x::FieldEntry::optional(x::Name(0x2409d0b), x::Name(0x1e9e219)), // bootOptions: VirtualMachineBootOptions
+        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x30dd809), x::Name(0x18cc715)), // repConfig: ReplicationConfigSpec
+        x::FieldEntry::optional(x::Name(0x3513b0a), x::Name(0x210f90c)), // vAppConfig: VmConfigInfo
+        x::FieldEntry::optional(x::Name(0x351710f), x::Name(0x2405e07)), // vAssertsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2464b15), x::Name(0x2405e07)), // changeTrackingEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x28b8708), x::Name(0x3344606)), // firmware: string
+        x::FieldEntry::optional(x::Name(0x2c33e11), x::Name(0x2a94603)), // maxMksConnections: int
+        x::FieldEntry::optional(x::Name(0x2938b14), x::Name(0x2405e07)), // guestAutoLockEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x2c87a1c), x::Name(0x2405e07)), // memoryReservationLockedToMax: boolean
+        x::FieldEntry::optional(x::Name(0x2a7650f), x::Name(0x1ec2c24)), // initialOverhead: VirtualMachineConfigInfoOverheadInfo
+        x::FieldEntry::optional(x::Name(0x2d2c70f), x::Name(0x2405e07)), // nestedHVEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x352df0b), x::Name(0x2405e07)), // vPMCEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3198f1c), x::Name(0x19c6c1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
+        x::FieldEntry::optional(x::Name(0x28cfe0e), x::Name(0x1f3231c)), // forkConfigInfo: VirtualMachineForkConfigInfo
+        x::FieldEntry::optional(x::Name(0x351ed16), x::Name(0x2be5304)), // vFlashCacheReservation: long
+        x::FieldEntry::optional(x::Name(0x365bf11), x::Name(0x23e790c)), // vmxConfigChecksum: base64Binary
+        x::FieldEntry::optional(x::Name(0x2c98717), x::Name(0x2405e07)), // messageBusTunnelEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x361be11), x::Name(0x3344606)), // vmStorageObjectId: string
+        x::FieldEntry::optional(x::Name(0x33b2313), x::Name(0x3344606)), // swapStorageObjectId: string
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2946a12), x::Name(0x1f38620)), // guestIntegrityInfo: VirtualMachineGuestIntegrityInfo
+        x::FieldEntry::optional(x::Name(0x2cad311), x::Name(0x3344606)), // migrateEncryption: string
+        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1fb1115)), // sgxInfo: VirtualMachineSgxInfo
+        x::FieldEntry::optional(x::Name(0x253a812), x::Name(0x1edc124)), // contentLibItemInfo: VirtualMachineContentLibraryItemInfo
+        x::FieldEntry::optional(x::Name(0x28f3c10), x::Name(0x3344606)), // ftEncryptionMode: string
+        x::FieldEntry::optional(x::Name(0x294b017), x::Name(0x1f3a725)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
+        x::FieldEntry::optional(x::Name(0x320a00a), x::Name(0x2405e07)), // sevEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2e40808), x::Name(0x201db1d)), // numaInfo: VirtualMachineVirtualNumaInfo
+        x::FieldEntry::optional(x::Name(0x2f7b413), x::Name(0x2405e07)), // pmemFailoverEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x365e219), x::Name(0x2405e07)), // vmxStatsCollectionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x360c21c), x::Name(0x2405e07)), // vmOpNotificationToAppEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x360aa17), x::Name(0x2be5304)), // vmOpNotificationTimeout: long
+        x::FieldEntry::optional(x::Name(0x26ad30a), x::Name(0x201431f)), // deviceSwap: VirtualMachineVirtualDeviceSwap
+        x::FieldEntry::optional(x::Name(0x2f7af04), x::Name(0x201f919)), // pmem: VirtualMachineVirtualPMem
+        x::FieldEntry::optional(x::Name(0x269ff0c), x::Name(0x200c121)), // deviceGroups: VirtualMachineVirtualDeviceGroups
+        x::FieldEntry::optional(x::Name(0x28c071b), x::Name(0x2405e07)), // fixedPassthruHotPlugEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x365d110), x::Name(0x156630b)), // vmxRuntimeConfig: OptionValue
+        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
+        x::FieldEntry::optional(x::Name(0x33f1a0a), x::Name(0x2405e07)), // tdxEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x320b30d), x::Name(0x2405e07)), // sevSnpEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2937911), x::Name(0x3344606)), // guestArchitecture: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
     ],
     values: &[
-        x::Name(0x32c8906), // srcMac
-        x::Name(0x267b007), // destMac
-        x::Name(0x32c0f0a), // srcDestMac
-        x::Name(0x267a50a), // destIpVlan
-        x::Name(0x32c7f09), // srcIpVlan
-        x::Name(0x32c010d), // srcDestIpVlan
-        x::Name(0x267e80e), // destTcpUdpPort
-        x::Name(0x32cb50d), // srcTcpUdpPort
-        x::Name(0x32c1a11), // srcDestTcpUdpPort
-        x::Name(0x2677f10), // destIpTcpUdpPort
-        x::Name(0x32c5b0f), // srcIpTcpUdpPort
-        x::Name(0x32bd513), // srcDestIpTcpUdpPort
-        x::Name(0x2679014), // destIpTcpUdpPortVlan
-        x::Name(0x32c6b13), // srcIpTcpUdpPortVlan
-        x::Name(0x32be917), // srcDestIpTcpUdpPortVlan
-        x::Name(0x2677806), // destIp
-        x::Name(0x32c5505), // srcIp
-        x::Name(0x32bcb09), // srcDestIp
-        x::Name(0x35ac704), // vlan
-        x::Name(0x32c9009), // srcPortId
-        x::Name(0x2b8dc0f), // legacyFiltering
-        x::Name(0x326d708), // snooping
-        x::Name(0x22dba06), // active
-        x::Name(0x2f15607), // passive
-        x::Name(0x286ba04), // fast
-        x::Name(0x3244b04), // slow
-        x::Name(0x26fca04), // disk
-        x::Name(0x329bc0b), // sourceTests
-        x::Name(0x24ce512), // compatibilityTests
-        x::Name(0x26fcf16), // diskAccessibilityTests
-        x::Name(0x314230d), // resourceTests
-        x::Name(0x27af207), // enabled
+        x::Name(0x284f604), // fail
+        x::Name(0x3237504), // skip
+        x::Name(0x2573006), // create
+        x::Name(0x268d807), // destroy
+        x::Name(0x30df307), // replace
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x278e604), // edit
+        x::Name(0x2514a07), // connect
+        x::Name(0x26f410a), // disconnect
+        x::Name(0x34ab005), // unset
+        x::Name(0x2e6e802), // ok
+        x::Name(0x30a4610), // recoverableError
+        x::Name(0x349f712), // unrecoverableError
+        x::Name(0x34b6407), // untried
+        x::Name(0x2b40b03), // iso
+        x::Name(0x28c9e03), // flp
+        x::Name(0x362f604), // vmdk
+        x::Name(0x2760103), // dsk
+        x::Name(0x3067003), // rdm
+        x::Name(0x31dff06), // server
+        x::Name(0x2494a06), // client
+        x::Name(0x2a30003), // ide
+        x::Name(0x241e508), // busLogic
+        x::Name(0x2bece08), // lsiLogic
+        x::Name(0x3597f0b), // virtualMode
+        x::Name(0x2f6990c), // physicalMode
+        x::Name(0x30ab20d), // redoLogFormat
+        x::Name(0x2d1e80c), // nativeFormat
+        x::Name(0x31b300e), // seSparseFormat
+        x::Name(0x363a011), // vmfsSparseVariant
+        x::Name(0x368d411), // vsanSparseVariant
+        x::Name(0x2da0307), // noIssue
+        x::Name(0x248f30b), // cidMismatch
+        x::Name(0x2f4c30a), // persistent
+        x::Name(0x2db0f0d), // nonpersistent
+        x::Name(0x347f208), // undoable
+        x::Name(0x2a68916), // independent_persistent
+        x::Name(0x2a66f19), // independent_nonpersistent
+        x::Name(0x2356c06), // append
+        x::Name(0x2308a08), // affinity
+        x::Name(0x234780c), // antiAffinity
         x::Name(0x26e4608), // disabled
-        x::Name(0x2bf920b), // maintenance
-        x::Name(0x29aaf07), // healthy
-        x::Name(0x2650108), // degraded
-        x::Name(0x2b40f08), // isolated
-        x::Name(0x22dba06), // active
-        x::Name(0x2f15607), // passive
-        x::Name(0x36f3107), // witness
-        x::Name(0x34ba802), // up
-        x::Name(0x2748804), // down
-        x::Name(0x24fce0a), // configured
-        x::Name(0x2db9d0d), // notConfigured
-        x::Name(0x2aa9b07), // invalid
-        x::Name(0x2fde008), // prepared
-        x::Name(0x32f6607), // started
-        x::Name(0x331e307), // stopped
-        x::Name(0x32f7a08), // starting
-        x::Name(0x331eb08), // stopping
+        x::Name(0x322520b), // sharingNone
+        x::Name(0x3223f12), // sharingMultiWriter
+        x::Name(0x2fcd50c), // preallocated
+        x::Name(0x3403004), // thin
+        x::Name(0x31b1108), // seSparse
+        x::Name(0x3067003), // rdm
+        x::Name(0x3069304), // rdmp
+        x::Name(0x3063603), // raw
+        x::Name(0x2655305), // delta
+        x::Name(0x32b1b09), // sparse2Gb
+        x::Name(0x3402708), // thick2Gb
+        x::Name(0x278af10), // eagerZeroedThick
+        x::Name(0x32b3a10), // sparseMonolithic
+        x::Name(0x28c610e), // flatMonolithic
+        x::Name(0x3402105), // thick
+        x::Name(0x3345f06), // strong
+        x::Name(0x36bf504), // weak
+        x::Name(0x370160a), // write_thru
+        x::Name(0x3700b0a), // write_back
+        x::Name(0x2415f07), // bridged
+        x::Name(0x2d1d103), // nat
+        x::Name(0x2a06908), // hostonly
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x2915e09), // generated
+        x::Name(0x237dc08), // assigned
+        x::Name(0x2a23e10), // i440bxHostBridge
+        x::Name(0x22d4c0f), // acpiHostBridges
+        x::Name(0x2353b0d), // appStatusGray
+        x::Name(0x235490e), // appStatusGreen
+        x::Name(0x235580c), // appStatusRed
+        x::Name(0x2b01704), // ipv4
+        x::Name(0x2b04604), // ipv6
+        x::Name(0x3213f06), // sha256
+        x::Name(0x2545d04), // copy
+        x::Name(0x30df307), // replace
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => return Some(x::decode_struct_object::<VirtualCdromRemotePassthroughBackingOption>(r)),
+        1 => return Some(x::decode_struct_object::<VirtualController>(r)),
+        2 => return Some(x::decode_struct_object::<VirtualControllerOption>(r)),
+        3 => return Some(x::decode_struct_object::<VirtualDevice>(r)),
+        4 => return Some(x::decode_struct_object::<VirtualDeviceBackingInfo>(r)),
+        5 => return Some(x::decode_struct_object::<VirtualDeviceBackingOption>(r)),
+        6 => return Some(x::decode_struct_object::<VirtualDeviceBusSlotInfo>(r)),
+        7 => return Some(x::decode_struct_object::<VirtualDeviceBusSlotOption>(r)),
+        8 => return Some(x::decode_struct_object::<VirtualDeviceConfigSpec>(r)),
+        9 => return Some(x::decode_struct_object::<VirtualDeviceConfigSpecBackingSpec>(r)),
+        13 => return Some(x::decode_struct_object::<VirtualDeviceConnectInfo>(r)),
+        16 => return Some(x::decode_struct_object::<VirtualDeviceConnectOption>(r)),
+        17 => return Some(x::decode_struct_object::<VirtualDeviceDeviceBackingInfo>(r)),
+        18 => return Some(x::decode_struct_object::<VirtualDeviceDeviceBackingOption>(r)),
+        19 => return Some(x::decode_struct_object::<VirtualDeviceDeviceGroupInfo>(r)),
+        20 => return Some(x::decode_struct_object::<VirtualDeviceFileBackingInfo>(r)),
+        21 => return Some(x::decode_struct_object::<VirtualDeviceFileBackingOption>(r)),
+        23 => return Some(x::decode_struct_object::<VirtualDeviceOption>(r)),
+        24 => return Some(x::decode_struct_object::<VirtualDevicePciBusSlotInfo>(r)),
+        25 => return Some(x::decode_struct_object::<VirtualDevicePipeBackingInfo>(r)),
+        26 => return Some(x::decode_struct_object::<VirtualDevicePipeBackingOption>(r)),
+        27 => return Some(x::decode_struct_object::<VirtualDeviceRemoteDeviceBackingInfo>(r)),
+        28 => return Some(x::decode_struct_object::<VirtualDeviceRemoteDeviceBackingOption>(r)),
+        29 => return Some(x::decode_struct_object::<VirtualDeviceURIBackingInfo>(r)),
+        30 => return Some(x::decode_struct_object::<VirtualDeviceURIBackingOption>(r)),
+        32 => return Some(x::decode_struct_object::<VirtualDisk>(r)),
+        34 => return Some(x::decode_struct_object::<VirtualDiskAntiAffinityRuleSpec>(r)),
+        #[cfg(feature = "all-faults")] 35 => return Some(x::decode_struct_object::<VirtualDiskBlocksNotFullyProvisioned>(r)),
+        37 => return Some(x::decode_struct_object::<VirtualDiskConfigSpec>(r)),
+        40 => return Some(x::decode_struct_object::<VirtualDiskDeltaDiskFormatsSupported>(r)),
+        42 => return Some(x::decode_struct_object::<VirtualDiskFlatVer1BackingInfo>(r)),
+        43 => return Some(x::decode_struct_object::<VirtualDiskFlatVer1BackingOption>(r)),
+        44 => return Some(x::decode_struct_object::<VirtualDiskFlatVer2BackingInfo>(r)),
+        45 => return Some(x::decode_struct_object::<VirtualDiskFlatVer2BackingOption>(r)),
+        46 => return Some(x::decode_struct_object::<VirtualDiskId>(r)),
+        47 => return Some(x::decode_struct_object::<VirtualDiskLocalPMemBackingInfo>(r)),
+        48 => return Some(x::decode_struct_object::<VirtualDiskLocalPMemBackingOption>(r)),
+        #[cfg(feature = "all-faults")] 50 => return Some(x::decode_struct_object::<VirtualDiskModeNotSupported>(r)),
+        51 => return Some(x::decode_struct_object::<VirtualDiskOption>(r)),
+        52 => return Some(x::decode_struct_object::<VirtualDiskOptionVFlashCacheConfigOption>(r)),
+        53 => return Some(x::decode_struct_object::<VirtualDiskPartitionedRawDiskVer2BackingInfo>(r)),
+        54 => return Some(x::decode_struct_object::<VirtualDiskPartitionedRawDiskVer2BackingOption>(r)),
+        55 => return Some(x::decode_struct_object::<VirtualDiskRawDiskMappingVer1BackingInfo>(r)),
+        56 => return Some(x::decode_struct_object::<VirtualDiskRawDiskMappingVer1BackingOption>(r)),
+        57 => return Some(x::decode_struct_object::<VirtualDiskRawDiskVer2BackingInfo>(r)),
+        58 => return Some(x::decode_struct_object::<VirtualDiskRawDiskVer2BackingOption>(r)),
+        59 => return Some(x::decode_struct_object::<VirtualDiskRuleSpec>(r)),
+        61 => return Some(x::decode_struct_object::<VirtualDiskSeSparseBackingInfo>(r)),
+        62 => return Some(x::decode_struct_object::<VirtualDiskSeSparseBackingOption>(r)),
+        64 => return Some(x::decode_struct_object::<VirtualDiskSparseVer1BackingInfo>(r)),
+        65 => return Some(x::decode_struct_object::<VirtualDiskSparseVer1BackingOption>(r)),
+        66 => return Some(x::decode_struct_object::<VirtualDiskSparseVer2BackingInfo>(r)),
+        67 => return Some(x::decode_struct_object::<VirtualDiskSparseVer2BackingOption>(r)),
+        68 => return Some(x::decode_struct_object::<VirtualDiskSpec>(r)),
+        70 => return Some(x::decode_struct_object::<VirtualDiskVFlashCacheConfigInfo>(r)),
+        73 => return Some(x::decode_struct_object::<VirtualE1000>(r)),
+        74 => return Some(x::decode_struct_object::<VirtualE1000Option>(r)),
+        75 => return Some(x::decode_struct_object::<VirtualE1000e>(r)),
+        76 => return Some(x::decode_struct_object::<VirtualE1000eOption>(r)),
+        77 => return Some(x::decode_struct_object::<VirtualEnsoniq1371>(r)),
+        78 => return Some(x::decode_struct_object::<VirtualEnsoniq1371Option>(r)),
+        79 => return Some(x::decode_struct_object::<VirtualEthernetCard>(r)),
+        80 => return Some(x::decode_struct_object::<VirtualEthernetCardDVPortBackingOption>(r)),
+        81 => return Some(x::decode_struct_object::<VirtualEthernetCardDistributedVirtualPortBackingInfo>(r)),
+        82 => return Some(x::decode_struct_object::<VirtualEthernetCardLegacyNetworkBackingInfo>(r)),
+        83 => return Some(x::decode_struct_object::<VirtualEthernetCardLegacyNetworkBackingOption>(r)),
+        86 => return Some(x::decode_struct_object::<VirtualEthernetCardNetworkBackingInfo>(r)),
+        87 => return Some(x::decode_struct_object::<VirtualEthernetCardNetworkBackingOption>(r)),
+        #[cfg(feature = "all-faults")] 88 => return Some(x::decode_struct_object::<VirtualEthernetCardNotSupported>(r)),
+        89 => return Some(x::decode_struct_object::<VirtualEthernetCardOpaqueNetworkBackingInfo>(r)),
+        90 => return Some(x::decode_struct_object::<VirtualEthernetCardOpaqueNetworkBackingOption>(r)),
+        91 => return Some(x::decode_struct_object::<VirtualEthernetCardOption>(r)),
+        92 => return Some(x::decode_struct_object::<VirtualEthernetCardResourceAllocation>(r)),
+        93 => return Some(x::decode_struct_object::<VirtualFloppy>(r)),
+        94 => return Some(x::decode_struct_object::<VirtualFloppyDeviceBackingInfo>(r)),
+        95 => return Some(x::decode_struct_object::<VirtualFloppyDeviceBackingOption>(r)),
+        96 => return Some(x::decode_struct_object::<VirtualFloppyImageBackingInfo>(r)),
+        97 => return Some(x::decode_struct_object::<VirtualFloppyImageBackingOption>(r)),
+        98 => return Some(x::decode_struct_object::<VirtualFloppyOption>(r)),
+        99 => return Some(x::decode_struct_object::<VirtualFloppyRemoteDeviceBackingInfo>(r)),
+        100 => return Some(x::decode_struct_object::<VirtualFloppyRemoteDeviceBackingOption>(r)),
+        101 => return Some(x::decode_struct_object::<VirtualHardware>(r)),
+        #[cfg(feature = "all-faults")] 102 => return Some(x::decode_struct_object::<VirtualHardwareCompatibilityIssue>(r)),
+        104 => return Some(x::decode_struct_object::<VirtualHardwareOption>(r)),
+        #[cfg(feature = "all-faults")] 105 => return Some(x::decode_struct_object::<VirtualHardwareVersionNotSupported>(r)),
+        106 => return Some(x::decode_struct_object::<VirtualHdAudioCard>(r)),
+        107 => return Some(x::decode_struct_object::<VirtualHdAudioCardOption>(r)),
+        108 => return Some(x::decode_struct_object::<VirtualIDEController>(r)),
+        109 => return Some(x::decode_struct_object::<VirtualIDEControllerOption>(r)),
+        110 => return Some(x::decode_struct_object::<VirtualKeyboard>(r)),
+        111 => return Some(x::decode_struct_object::<VirtualKeyboardOption>(r)),
+        112 => return Some(x::decode_struct_object::<VirtualLsiLogicController>(r)),
+        113 => return Some(x::decode_struct_object::<VirtualLsiLogicControllerOption>(r)),
+        114 => return Some(x::decode_struct_object::<VirtualLsiLogicSASController>(r)),
+        115 => return Some(x::decode_struct_object::<VirtualLsiLogicSASControllerOption>(r)),
+        116 => return Some(x::decode_struct_object::<VirtualMachineAffinityInfo>(r)),
+        118 => return Some(x::decode_struct_object::<VirtualMachineBaseIndependentFilterSpec>(r)),
+        119 => return Some(x::decode_struct_object::<VirtualMachineBootOptions>(r)),
+        120 => return Some(x::decode_struct_object::<VirtualMachineBootOptionsBootableCdromDevice>(r)),
+        121 => return Some(x::decode_struct_object::<VirtualMachineBootOptionsBootableDevice>(r)),
+        122 => return Some(x::decode_struct_object::<VirtualMachineBootOptionsBootableDiskDevice>(r)),
+        123 => return Some(x::decode_struct_object::<VirtualMachineBootOptionsBootableEthernetDevice>(r)),
+        124 => return Some(x::decode_struct_object::<VirtualMachineBootOptionsBootableFloppyDevice>(r)),
+        126 => return Some(x::decode_struct_object::<VirtualMachineCapability>(r)),
+        127 => return Some(x::decode_struct_object::<VirtualMachineCdromInfo>(r)),
+        128 => return Some(x::decode_struct_object::<VirtualMachineCertThumbprint>(r)),
+        130 => return Some(x::decode_struct_object::<VirtualMachineCloneSpec>(r)),
+        132 => return Some(x::decode_struct_object::<VirtualMachineConfigInfo>(r)),
+        133 => return Some(x::decode_struct_object::<VirtualMachineConfigInfoDatastoreUrlPair>(r)),
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecChangeMode(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecFileOperation(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecOperation(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectInfoMigrateConnectOp(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectInfoStatus(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceFileExtension(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceURIBackingOptionDirection(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskAdapterType(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskCompatibilityMode(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormat(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormatVariant(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDiskChainBrokenIssue(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskMode(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRuleSpecRuleType(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSharing(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskType(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v), Err(e) => return Some(Err(e)) },
+        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardLegacyNetworkDeviceName(v), Err(e) => return Some(Err(e)) },
+        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardMacType(v), Err(e) => return Some(Err(e)) },
+        103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareMotherboardLayout(v), Err(e) => return Some(Err(e)) },
+        117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineAppHeartbeatStatusType(v), Err(e) => return Some(Err(e)) },
+        125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsNetworkBootProtocolType(v), Err(e) => return Some(Err(e)) },
+        129 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCertThumbprintHashAlgorithm(v), Err(e) => return Some(Err(e)) },
+        131 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCloneSpecTpmProvisionPolicy(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "admin")] VMwareDvsLacpGroupConfig(Box<VMwareDvsLacpGroupConfig>),
-    #[cfg(feature = "admin")] VMwareDvsLacpGroupSpec(Box<VMwareDvsLacpGroupSpec>),
-    VMwareDvsLacpLoadBalanceAlgorithm(Box<VMwareDvsLacpLoadBalanceAlgorithm>),
-    #[cfg(feature = "admin")] VMwareDvsLagIpfixConfig(Box<VMwareDvsLagIpfixConfig>),
-    #[cfg(feature = "admin")] VMwareDvsLagVlanConfig(Box<VMwareDvsLagVlanConfig>),
-    VMwareDvsMtuCapability(Box<VMwareDvsMtuCapability>),
-    VMwareDvsMulticastFilteringMode(Box<VMwareDvsMulticastFilteringMode>),
-    VMwareDvsPerfNicOffloadCapability(Box<VMwareDvsPerfNicOffloadCapability>),
-    VMwareDvsSystemTrafficCapabilities(Box<VMwareDvsSystemTrafficCapabilities>),
-    VMwareIpfixConfig(Box<VMwareIpfixConfig>),
-    VMwareUplinkLacpMode(Box<VMwareUplinkLacpMode>),
-    VMwareUplinkLacpPolicy(Box<VMwareUplinkLacpPolicy>),
-    VMwareUplinkLacpTimeoutMode(Box<VMwareUplinkLacpTimeoutMode>),
-    VMwareUplinkPortOrderPolicy(Box<VMwareUplinkPortOrderPolicy>),
-    VMwareVspanPort(Box<VMwareVspanPort>),
-    VMwareVspanSession(Box<VMwareVspanSession>),
-    VStorageObject(Box<VStorageObject>),
-    VStorageObjectAssociations(Box<VStorageObjectAssociations>),
-    VStorageObjectAssociationsVmDiskAssociations(Box<VStorageObjectAssociationsVmDiskAssociations>),
-    VStorageObjectAttachResult(Box<VStorageObjectAttachResult>),
-    VStorageObjectAttachSpec(Box<VStorageObjectAttachSpec>),
-    VStorageObjectConfigInfo(Box<VStorageObjectConfigInfo>),
-    VStorageObjectConsumptionType(Box<VStorageObjectConsumptionType>),
-    VStorageObjectReconcileResult(Box<VStorageObjectReconcileResult>),
-    VStorageObjectReconcileResultInvalidDiskPath(Box<VStorageObjectReconcileResultInvalidDiskPath>),
-    VStorageObjectReconcileResultReconcileDetail(Box<VStorageObjectReconcileResultReconcileDetail>),
-    VStorageObjectReconcileSpec(Box<VStorageObjectReconcileSpec>),
-    VStorageObjectSnapshot(Box<VStorageObjectSnapshot>),
-    VStorageObjectSnapshotDetails(Box<VStorageObjectSnapshotDetails>),
-    VStorageObjectSnapshotInfo(Box<VStorageObjectSnapshotInfo>),
-    VStorageObjectSnapshotInfoVStorageObjectSnapshot(Box<VStorageObjectSnapshotInfoVStorageObjectSnapshot>),
-    VStorageObjectStateInfo(Box<VStorageObjectStateInfo>),
-    VVolHostPE(Box<VVolHostPE>),
-    VVolVmConfigFileUpdateResult(Box<VVolVmConfigFileUpdateResult>),
-    VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>),
-    ValidateMigrationTestType(Box<ValidateMigrationTestType>),
-    VasaProviderContainerSpec(Box<VasaProviderContainerSpec>),
-    #[cfg(feature = "all-events")] VcAgentUninstallFailedEvent(Box<VcAgentUninstallFailedEvent>),
-    #[cfg(feature = "all-events")] VcAgentUninstalledEvent(Box<VcAgentUninstalledEvent>),
-    #[cfg(feature = "all-events")] VcAgentUpgradeFailedEvent(Box<VcAgentUpgradeFailedEvent>),
-    #[cfg(feature = "all-events")] VcAgentUpgradedEvent(Box<VcAgentUpgradedEvent>),
-    #[cfg(feature = "admin")] VchaClusterConfigInfo(Box<VchaClusterConfigInfo>),
-    #[cfg(feature = "admin")] VchaClusterConfigSpec(Box<VchaClusterConfigSpec>),
-    #[cfg(feature = "admin")] VchaClusterDeploymentSpec(Box<VchaClusterDeploymentSpec>),
-    #[cfg(feature = "admin")] VchaClusterHealth(Box<VchaClusterHealth>),
-    VchaClusterMode(Box<VchaClusterMode>),
-    #[cfg(feature = "admin")] VchaClusterNetworkSpec(Box<VchaClusterNetworkSpec>),
-    #[cfg(feature = "admin")] VchaClusterRuntimeInfo(Box<VchaClusterRuntimeInfo>),
-    VchaClusterState(Box<VchaClusterState>),
-    VchaNodeRole(Box<VchaNodeRole>),
-    #[cfg(feature = "admin")] VchaNodeRuntimeInfo(Box<VchaNodeRuntimeInfo>),
-    VchaNodeState(Box<VchaNodeState>),
-    VchaState(Box<VchaState>),
-    #[cfg(feature = "all-events")] VimAccountPasswordChangedEvent(Box<VimAccountPasswordChangedEvent>),
-    VimFault(Box<VimFault>),
-    VimVasaProvider(Box<VimVasaProvider>),
-    VimVasaProviderInfo(Box<VimVasaProviderInfo>),
-    VimVasaProviderStatePerArray(Box<VimVasaProviderStatePerArray>),
-    VimVasaProviderVirtualHostConfig(Box<VimVasaProviderVirtualHostConfig>),
-    VirtualAHCIController(Box<VirtualAHCIController>),
-    VirtualAHCIControllerOption(Box<VirtualAHCIControllerOption>),
-    VirtualAppImportSpec(Box<VirtualAppImportSpec>),
-    VirtualAppLinkInfo(Box<VirtualAppLinkInfo>),
-    VirtualAppSummary(Box<VirtualAppSummary>),
-    VirtualAppVAppState(Box<VirtualAppVAppState>),
+    VirtualDeviceConfigSpecChangeMode(Box<VirtualDeviceConfigSpecChangeMode>),
+    VirtualDeviceConfigSpecFileOperation(Box<VirtualDeviceConfigSpecFileOperation>),
+    VirtualDeviceConfigSpecOperation(Box<VirtualDeviceConfigSpecOperation>),
+    VirtualDeviceConnectInfoMigrateConnectOp(Box<VirtualDeviceConnectInfoMigrateConnectOp>),
+    VirtualDeviceConnectInfoStatus(Box<VirtualDeviceConnectInfoStatus>),
+    VirtualDeviceFileExtension(Box<VirtualDeviceFileExtension>),
+    VirtualDeviceURIBackingOptionDirection(Box<VirtualDeviceURIBackingOptionDirection>),
+    VirtualDiskAdapterType(Box<VirtualDiskAdapterType>),
+    VirtualDiskCompatibilityMode(Box<VirtualDiskCompatibilityMode>),
+    VirtualDiskDeltaDiskFormat(Box<VirtualDiskDeltaDiskFormat>),
+    VirtualDiskDeltaDiskFormatVariant(Box<VirtualDiskDeltaDiskFormatVariant>),
+    VirtualDiskDiskChainBrokenIssue(Box<VirtualDiskDiskChainBrokenIssue>),
+    VirtualDiskMode(Box<VirtualDiskMode>),
+    VirtualDiskRuleSpecRuleType(Box<VirtualDiskRuleSpecRuleType>),
+    VirtualDiskSharing(Box<VirtualDiskSharing>),
+    VirtualDiskType(Box<VirtualDiskType>),
+    VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(Box<VirtualDiskVFlashCacheConfigInfoCacheConsistencyType>),
+    VirtualDiskVFlashCacheConfigInfoCacheMode(Box<VirtualDiskVFlashCacheConfigInfoCacheMode>),
+    VirtualEthernetCardLegacyNetworkDeviceName(Box<VirtualEthernetCardLegacyNetworkDeviceName>),
+    VirtualEthernetCardMacType(Box<VirtualEthernetCardMacType>),
+    VirtualHardwareMotherboardLayout(Box<VirtualHardwareMotherboardLayout>),
+    VirtualMachineAppHeartbeatStatusType(Box<VirtualMachineAppHeartbeatStatusType>),
+    VirtualMachineBootOptionsNetworkBootProtocolType(Box<VirtualMachineBootOptionsNetworkBootProtocolType>),
+    VirtualMachineCertThumbprintHashAlgorithm(Box<VirtualMachineCertThumbprintHashAlgorithm>),
+    VirtualMachineCloneSpecTpmProvisionPolicy(Box<VirtualMachineCloneSpecTpmProvisionPolicy>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -426,150 +840,34 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpGroupConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpGroupSpec(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpLoadBalanceAlgorithm(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLagIpfixConfig(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLagVlanConfig(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsMtuCapability(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsMulticastFilteringMode(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsPerfNicOffloadCapability(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsSystemTrafficCapabilities(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareIpfixConfig(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkLacpMode(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkLacpPolicy(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkLacpTimeoutMode(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkPortOrderPolicy(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareVspanPort(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareVspanSession(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObject(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectAssociations(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectAssociationsVmDiskAssociations(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectAttachResult(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectAttachSpec(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectConfigInfo(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectConsumptionType(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectReconcileResult(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectReconcileResultInvalidDiskPath(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectReconcileResultReconcileDetail(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectReconcileSpec(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectSnapshot(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectSnapshotDetails(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectSnapshotInfo(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectStateInfo(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VVolHostPE(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VVolVmConfigFileUpdateResult(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ValidateMigrationTestType(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VasaProviderContainerSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstallFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstalledEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradedEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterDeploymentSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterHealth(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterMode(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterNetworkSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterState(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRole(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeState(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaState(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimAccountPasswordChangedEvent(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimFault(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProvider(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProviderInfo(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProviderStatePerArray(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProviderVirtualHostConfig(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAHCIController(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAHCIControllerOption(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppImportSpec(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppLinkInfo(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppSummary(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppVAppState(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VMwareDvsLagIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VMwareDvsLagVlanConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsMtuCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsMulticastFilteringMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsPerfNicOffloadCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsSystemTrafficCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareUplinkLacpMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareUplinkLacpPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareUplinkLacpTimeoutMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareUplinkPortOrderPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareVspanPort(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareVspanSession(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObject(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectAssociations(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectAssociationsVmDiskAssociations(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectAttachResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectAttachSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectConsumptionType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectReconcileResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectReconcileResultInvalidDiskPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectReconcileResultReconcileDetail(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectReconcileSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectSnapshotDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectSnapshotInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VStorageObjectStateInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VVolHostPE(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VVolVmConfigFileUpdateResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ValidateMigrationTestType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VasaProviderContainerSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VchaClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VchaClusterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VchaClusterDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VchaClusterHealth(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaClusterMode(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VchaClusterNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VchaClusterRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaClusterState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaNodeRole(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaNodeState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaState(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VimFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VimVasaProvider(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VimVasaProviderInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VimVasaProviderStatePerArray(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VimVasaProviderVirtualHostConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualAHCIController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualAHCIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualAppImportSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualAppLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualAppSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualAppVAppState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConfigSpecChangeMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConfigSpecFileOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConfigSpecOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConnectInfoStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceFileExtension(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceURIBackingOptionDirection(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskAdapterType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskCompatibilityMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskDeltaDiskFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskDeltaDiskFormatVariant(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskDiskChainBrokenIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskRuleSpecRuleType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSharing(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardMacType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualHardwareMotherboardLayout(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineAppHeartbeatStatusType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineCertThumbprintHashAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -583,71 +881,31 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupConfig(_) => "VMwareDvsLacpGroupConfig",
-            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupSpec(_) => "VMwareDvsLacpGroupSpec",
-            Object::VMwareDvsLacpLoadBalanceAlgorithm(_) => "VMwareDvsLacpLoadBalanceAlgorithm",
-            #[cfg(feature = "admin")] Object::VMwareDvsLagIpfixConfig(_) => "VMwareDvsLagIpfixConfig",
-            #[cfg(feature = "admin")] Object::VMwareDvsLagVlanConfig(_) => "VMwareDvsLagVlanConfig",
-            Object::VMwareDvsMtuCapability(_) => "VMwareDvsMtuCapability",
-            Object::VMwareDvsMulticastFilteringMode(_) => "VMwareDvsMulticastFilteringMode",
-            Object::VMwareDvsPerfNicOffloadCapability(_) => "VMwareDvsPerfNicOffloadCapability",
-            Object::VMwareDvsSystemTrafficCapabilities(_) => "VMwareDvsSystemTrafficCapabilities",
-            Object::VMwareIpfixConfig(_) => "VMwareIpfixConfig",
-            Object::VMwareUplinkLacpMode(_) => "VMwareUplinkLacpMode",
-            Object::VMwareUplinkLacpPolicy(_) => "VMwareUplinkLacpPolicy",
-            Object::VMwareUplinkLacpTimeoutMode(_) => "VMwareUplinkLacpTimeoutMode",
-            Object::VMwareUplinkPortOrderPolicy(_) => "VMwareUplinkPortOrderPolicy",
-            Object::VMwareVspanPort(_) => "VMwareVspanPort",
-            Object::VMwareVspanSession(_) => "VMwareVspanSession",
-            Object::VStorageObject(_) => "VStorageObject",
-            Object::VStorageObjectAssociations(_) => "VStorageObjectAssociations",
-            Object::VStorageObjectAssociationsVmDiskAssociations(_) => "VStorageObjectAssociationsVmDiskAssociations",
-            Object::VStorageObjectAttachResult(_) => "VStorageObjectAttachResult",
-            Object::VStorageObjectAttachSpec(_) => "VStorageObjectAttachSpec",
-            Object::VStorageObjectConfigInfo(_) => "VStorageObjectConfigInfo",
-            Object::VStorageObjectConsumptionType(_) => "VStorageObjectConsumptionType",
-            Object::VStorageObjectReconcileResult(_) => "VStorageObjectReconcileResult",
-            Object::VStorageObjectReconcileResultInvalidDiskPath(_) => "VStorageObjectReconcileResultInvalidDiskPath",
-            Object::VStorageObjectReconcileResultReconcileDetail(_) => "VStorageObjectReconcileResultReconcileDetail",
-            Object::VStorageObjectReconcileSpec(_) => "VStorageObjectReconcileSpec",
-            Object::VStorageObjectSnapshot(_) => "VStorageObjectSnapshot",
-            Object::VStorageObjectSnapshotDetails(_) => "VStorageObjectSnapshotDetails",
-            Object::VStorageObjectSnapshotInfo(_) => "VStorageObjectSnapshotInfo",
-            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(_) => "VStorageObjectSnapshotInfoVStorageObjectSnapshot",
-            Object::VStorageObjectStateInfo(_) => "VStorageObjectStateInfo",
-            Object::VVolHostPE(_) => "VVolHostPE",
-            Object::VVolVmConfigFileUpdateResult(_) => "VVolVmConfigFileUpdateResult",
-            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(_) => "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
-            Object::ValidateMigrationTestType(_) => "ValidateMigrationTestType",
-            Object::VasaProviderContainerSpec(_) => "VasaProviderContainerSpec",
-            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(_) => "VcAgentUninstallFailedEvent",
-            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(_) => "VcAgentUninstalledEvent",
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(_) => "VcAgentUpgradeFailedEvent",
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(_) => "VcAgentUpgradedEvent",
-            #[cfg(feature = "admin")] Object::VchaClusterConfigInfo(_) => "VchaClusterConfigInfo",
-            #[cfg(feature = "admin")] Object::VchaClusterConfigSpec(_) => "VchaClusterConfigSpec",
-            #[cfg(feature = "admin")] Object::VchaClusterDeploymentSpec(_) => "VchaClusterDeploymentSpec",
-            #[cfg(feature = "admin")] Object::VchaClusterHealth(_) => "VchaClusterHealth",
-            Object::VchaClusterMode(_) => "VchaClusterMode",
-            #[cfg(feature = "admin")] Object::VchaClusterNetworkSpec(_) => "VchaClusterNetworkSpec",
-            #[cfg(feature = "admin")] Object::VchaClusterRuntimeInfo(_) => "VchaClusterRuntimeInfo",
-            Object::VchaClusterState(_) => "VchaClusterState",
-            Object::VchaNodeRole(_) => "VchaNodeRole",
-            #[cfg(feature = "admin")] Object::VchaNodeRuntimeInfo(_) => "VchaNodeRuntimeInfo",
-            Object::VchaNodeState(_) => "VchaNodeState",
-            Object::VchaState(_) => "VchaState",
-            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(_) => "VimAccountPasswordChangedEvent",
-            Object::VimFault(_) => "VimFault",
-            Object::VimVasaProvider(_) => "VimVasaProvider",
-            Object::VimVasaProviderInfo(_) => "VimVasaProviderInfo",
-            Object::VimVasaProviderStatePerArray(_) => "VimVasaProviderStatePerArray",
-            Object::VimVasaProviderVirtualHostConfig(_) => "VimVasaProviderVirtualHostConfig",
-            Object::VirtualAHCIController(_) => "VirtualAHCIController",
-            Object::VirtualAHCIControllerOption(_) => "VirtualAHCIControllerOption",
-            Object::VirtualAppImportSpec(_) => "VirtualAppImportSpec",
-            Object::VirtualAppLinkInfo(_) => "VirtualAppLinkInfo",
-            Object::VirtualAppSummary(_) => "VirtualAppSummary",
-            Object::VirtualAppVAppState(_) => "VirtualAppVAppState",
+            Object::VirtualDeviceConfigSpecChangeMode(_) => "VirtualDeviceConfigSpecChangeMode",
+            Object::VirtualDeviceConfigSpecFileOperation(_) => "VirtualDeviceConfigSpecFileOperation",
+            Object::VirtualDeviceConfigSpecOperation(_) => "VirtualDeviceConfigSpecOperation",
+            Object::VirtualDeviceConnectInfoMigrateConnectOp(_) => "VirtualDeviceConnectInfoMigrateConnectOp",
+            Object::VirtualDeviceConnectInfoStatus(_) => "VirtualDeviceConnectInfoStatus",
+            Object::VirtualDeviceFileExtension(_) => "VirtualDeviceFileExtension",
+            Object::VirtualDeviceURIBackingOptionDirection(_) => "VirtualDeviceURIBackingOptionDirection",
+            Object::VirtualDiskAdapterType(_) => "VirtualDiskAdapterType",
+            Object::VirtualDiskCompatibilityMode(_) => "VirtualDiskCompatibilityMode",
+            Object::VirtualDiskDeltaDiskFormat(_) => "VirtualDiskDeltaDiskFormat",
+            Object::VirtualDiskDeltaDiskFormatVariant(_) => "VirtualDiskDeltaDiskFormatVariant",
+            Object::VirtualDiskDiskChainBrokenIssue(_) => "VirtualDiskDiskChainBrokenIssue",
+            Object::VirtualDiskMode(_) => "VirtualDiskMode",
+            Object::VirtualDiskRuleSpecRuleType(_) => "VirtualDiskRuleSpecRuleType",
+            Object::VirtualDiskSharing(_) => "VirtualDiskSharing",
+            Object::VirtualDiskType(_) => "VirtualDiskType",
+            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(_) => "VirtualDiskVFlashCacheConfigInfoCacheConsistencyType",
+            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(_) => "VirtualDiskVFlashCacheConfigInfoCacheMode",
+            Object::VirtualEthernetCardLegacyNetworkDeviceName(_) => "VirtualEthernetCardLegacyNetworkDeviceName",
+            Object::VirtualEthernetCardMacType(_) => "VirtualEthernetCardMacType",
+            Object::VirtualHardwareMotherboardLayout(_) => "VirtualHardwareMotherboardLayout",
+            Object::VirtualMachineAppHeartbeatStatusType(_) => "VirtualMachineAppHeartbeatStatusType",
+            Object::VirtualMachineBootOptionsNetworkBootProtocolType(_) => "VirtualMachineBootOptionsNetworkBootProtocolType",
+            Object::VirtualMachineCertThumbprintHashAlgorithm(_) => "VirtualMachineCertThumbprintHashAlgorithm",
+            Object::VirtualMachineCloneSpecTpmProvisionPolicy(_) => "VirtualMachineCloneSpecTpmProvisionPolicy",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -667,1112 +925,432 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VMwareDvsLagIpfixConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VMwareDvsLagVlanConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsMtuCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsMulticastFilteringMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsPerfNicOffloadCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsSystemTrafficCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareIpfixConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareUplinkLacpMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareUplinkLacpPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareUplinkLacpTimeoutMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareUplinkPortOrderPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareVspanPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareVspanSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectAssociationsVmDiskAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectAttachResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectAttachSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectConsumptionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectReconcileResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectReconcileResultInvalidDiskPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectReconcileResultReconcileDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectReconcileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectSnapshotDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectSnapshotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VStorageObjectStateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VVolHostPE(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VVolVmConfigFileUpdateResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ValidateMigrationTestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VasaProviderContainerSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VchaClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VchaClusterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VchaClusterDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VchaClusterHealth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaClusterMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VchaClusterNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VchaClusterRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaClusterState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaNodeRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VimFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VimVasaProvider(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VimVasaProviderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VimVasaProviderStatePerArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VimVasaProviderVirtualHostConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualAHCIController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualAHCIControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualAppImportSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualAppLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualAppSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualAppVAppState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConfigSpecChangeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConfigSpecFileOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConfigSpecOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConnectInfoStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceFileExtension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceURIBackingOptionDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskAdapterType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskCompatibilityMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskDeltaDiskFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskDeltaDiskFormatVariant(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskDiskChainBrokenIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskRuleSpecRuleType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardMacType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualHardwareMotherboardLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineAppHeartbeatStatusType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineCertThumbprintHashAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-#[cfg(feature = "admin")] impl x::ObjectType for VMwareDvsLacpGroupConfig {
+impl x::ObjectType for VirtualDeviceConfigSpecChangeMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsLacpGroupConfig(value)
+        Object::VirtualDeviceConfigSpecChangeMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for VMwareDvsLacpGroupSpec {
+impl x::ObjectType for VirtualDeviceConfigSpecFileOperation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsLacpGroupSpec(value)
+        Object::VirtualDeviceConfigSpecFileOperation(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareDvsLacpLoadBalanceAlgorithm {
+impl x::ObjectType for VirtualDeviceConfigSpecOperation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsLacpLoadBalanceAlgorithm(value)
+        Object::VirtualDeviceConfigSpecOperation(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDeviceConfigSpecOperation(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDeviceConfigSpecOperation(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for VMwareDvsLagIpfixConfig {
+impl x::ObjectType for VirtualDeviceConnectInfoMigrateConnectOp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsLagIpfixConfig(value)
+        Object::VirtualDeviceConnectInfoMigrateConnectOp(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLagIpfixConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLagIpfixConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "admin")] impl x::ObjectType for VMwareDvsLagVlanConfig {
+impl x::ObjectType for VirtualDeviceConnectInfoStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsLagVlanConfig(value)
+        Object::VirtualDeviceConnectInfoStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLagVlanConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDeviceConnectInfoStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLagVlanConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDeviceConnectInfoStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareDvsMtuCapability {
+impl x::ObjectType for VirtualDeviceFileExtension {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsMtuCapability(value)
+        Object::VirtualDeviceFileExtension(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsMtuCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDeviceFileExtension(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsMtuCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDeviceFileExtension(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareDvsMulticastFilteringMode {
+impl x::ObjectType for VirtualDeviceURIBackingOptionDirection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsMulticastFilteringMode(value)
+        Object::VirtualDeviceURIBackingOptionDirection(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsMulticastFilteringMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsMulticastFilteringMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareDvsPerfNicOffloadCapability {
+impl x::ObjectType for VirtualDiskAdapterType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsPerfNicOffloadCapability(value)
+        Object::VirtualDiskAdapterType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsPerfNicOffloadCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskAdapterType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsPerfNicOffloadCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskAdapterType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareDvsSystemTrafficCapabilities {
+impl x::ObjectType for VirtualDiskCompatibilityMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareDvsSystemTrafficCapabilities(value)
+        Object::VirtualDiskCompatibilityMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsSystemTrafficCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskCompatibilityMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsSystemTrafficCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskCompatibilityMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareIpfixConfig {
+impl x::ObjectType for VirtualDiskDeltaDiskFormat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareIpfixConfig(value)
+        Object::VirtualDiskDeltaDiskFormat(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareIpfixConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskDeltaDiskFormat(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareIpfixConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskDeltaDiskFormat(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareUplinkLacpMode {
+impl x::ObjectType for VirtualDiskDeltaDiskFormatVariant {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareUplinkLacpMode(value)
+        Object::VirtualDiskDeltaDiskFormatVariant(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareUplinkLacpMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareUplinkLacpMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareUplinkLacpPolicy {
+impl x::ObjectType for VirtualDiskDiskChainBrokenIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareUplinkLacpPolicy(value)
+        Object::VirtualDiskDiskChainBrokenIssue(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareUplinkLacpPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareUplinkLacpPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareUplinkLacpTimeoutMode {
+impl x::ObjectType for VirtualDiskMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareUplinkLacpTimeoutMode(value)
+        Object::VirtualDiskMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareUplinkPortOrderPolicy {
+impl x::ObjectType for VirtualDiskRuleSpecRuleType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareUplinkPortOrderPolicy(value)
+        Object::VirtualDiskRuleSpecRuleType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareUplinkPortOrderPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskRuleSpecRuleType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareUplinkPortOrderPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskRuleSpecRuleType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareVspanPort {
+impl x::ObjectType for VirtualDiskSharing {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareVspanPort(value)
+        Object::VirtualDiskSharing(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareVspanPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskSharing(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareVspanPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskSharing(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMwareVspanSession {
+impl x::ObjectType for VirtualDiskType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VMwareVspanSession(value)
+        Object::VirtualDiskType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareVspanSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareVspanSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObject {
+impl x::ObjectType for VirtualDiskVFlashCacheConfigInfoCacheConsistencyType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObject(value)
+        Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObjectAssociations {
+impl x::ObjectType for VirtualDiskVFlashCacheConfigInfoCacheMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectAssociations(value)
+        Object::VirtualDiskVFlashCacheConfigInfoCacheMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObjectAssociationsVmDiskAssociations {
+impl x::ObjectType for VirtualEthernetCardLegacyNetworkDeviceName {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectAssociationsVmDiskAssociations(value)
+        Object::VirtualEthernetCardLegacyNetworkDeviceName(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectAssociationsVmDiskAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectAssociationsVmDiskAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObjectAttachResult {
+impl x::ObjectType for VirtualEthernetCardMacType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectAttachResult(value)
+        Object::VirtualEthernetCardMacType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectAttachResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualEthernetCardMacType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectAttachResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualEthernetCardMacType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObjectAttachSpec {
+impl x::ObjectType for VirtualHardwareMotherboardLayout {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectAttachSpec(value)
+        Object::VirtualHardwareMotherboardLayout(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectAttachSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualHardwareMotherboardLayout(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectAttachSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualHardwareMotherboardLayout(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObjectConfigInfo {
+impl x::ObjectType for VirtualMachineAppHeartbeatStatusType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectConfigInfo(value)
+        Object::VirtualMachineAppHeartbeatStatusType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObjectConsumptionType {
+impl x::ObjectType for VirtualMachineBootOptionsNetworkBootProtocolType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectConsumptionType(value)
+        Object::VirtualMachineBootOptionsNetworkBootProtocolType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectConsumptionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectConsumptionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObjectReconcileResult {
+impl x::ObjectType for VirtualMachineCertThumbprintHashAlgorithm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectReconcileResult(value)
+        Object::VirtualMachineCertThumbprintHashAlgorithm(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectReconcileResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineCertThumbprintHashAlgorithm(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectReconcileResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineCertThumbprintHashAlgorithm(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VStorageObjectReconcileResultInvalidDiskPath {
+impl x::ObjectType for VirtualMachineCloneSpecTpmProvisionPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectReconcileResultInvalidDiskPath(value)
+        Object::VirtualMachineCloneSpecTpmProvisionPolicy(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VStorageObjectReconcileResultReconcileDetail {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectReconcileResultReconcileDetail(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectReconcileResultReconcileDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectReconcileResultReconcileDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VStorageObjectReconcileSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectReconcileSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectReconcileSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectReconcileSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VStorageObjectSnapshot {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectSnapshot(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectSnapshot(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectSnapshot(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VStorageObjectSnapshotDetails {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectSnapshotDetails(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectSnapshotDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectSnapshotDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VStorageObjectSnapshotInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectSnapshotInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectSnapshotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectSnapshotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VStorageObjectStateInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VStorageObjectStateInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectStateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectStateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VVolHostPE {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VVolHostPE(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VVolHostPE(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VVolHostPE(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VVolVmConfigFileUpdateResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VVolVmConfigFileUpdateResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VVolVmConfigFileUpdateResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VVolVmConfigFileUpdateResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ValidateMigrationTestType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ValidateMigrationTestType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ValidateMigrationTestType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ValidateMigrationTestType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VasaProviderContainerSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VasaProviderContainerSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VasaProviderContainerSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VasaProviderContainerSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VcAgentUninstallFailedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VcAgentUninstallFailedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VcAgentUninstallFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VcAgentUninstallFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VcAgentUninstalledEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VcAgentUninstalledEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VcAgentUninstalledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VcAgentUninstalledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VcAgentUpgradeFailedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VcAgentUpgradeFailedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VcAgentUpgradeFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VcAgentUpgradeFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VcAgentUpgradedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VcAgentUpgradedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VcAgentUpgradedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VcAgentUpgradedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaClusterConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaClusterConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterDeploymentSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaClusterDeploymentSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterDeploymentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterDeploymentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterHealth {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaClusterHealth(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterHealth(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterHealth(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VchaClusterMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaClusterMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterNetworkSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaClusterNetworkSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterNetworkSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterNetworkSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaClusterRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VchaClusterState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaClusterState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VchaNodeRole {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaNodeRole(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaNodeRole(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaNodeRole(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VchaNodeRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaNodeRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaNodeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaNodeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VchaNodeState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaNodeState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaNodeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaNodeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VchaState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VchaState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for VimAccountPasswordChangedEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VimAccountPasswordChangedEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimAccountPasswordChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimAccountPasswordChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VimFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VimFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VimVasaProvider {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VimVasaProvider(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimVasaProvider(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimVasaProvider(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VimVasaProviderInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VimVasaProviderInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimVasaProviderInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimVasaProviderInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VimVasaProviderStatePerArray {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VimVasaProviderStatePerArray(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimVasaProviderStatePerArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimVasaProviderStatePerArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VimVasaProviderVirtualHostConfig {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VimVasaProviderVirtualHostConfig(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimVasaProviderVirtualHostConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimVasaProviderVirtualHostConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualAHCIController {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualAHCIController(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAHCIController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAHCIController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualAHCIControllerOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualAHCIControllerOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAHCIControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAHCIControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualAppImportSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualAppImportSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAppImportSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAppImportSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualAppLinkInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualAppLinkInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAppLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAppLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualAppSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualAppSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAppSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAppSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualAppVAppState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualAppVAppState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAppVAppState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAppVAppState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => Ok(v), other => Err(other), }
     }
 }

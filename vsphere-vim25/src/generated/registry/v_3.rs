@@ -6,362 +6,848 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1da3e19), x::Name(0x207fe15), 0, 0), // VirtualBusLogicController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1da581f), x::Name(0x208141b), 0, 0), // VirtualBusLogicControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1da780c), x::Name(0x1dc1a0d), 0, 0), // VirtualCdrom: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1da851c), x::Name(0x1ddaf1e), 0, 0), // VirtualCdromAtapiBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1daa21e), x::Name(0x1ddce20), 0, 0), // VirtualCdromAtapiBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1dac11a), x::Name(0x1de0c1c), 0, 0), // VirtualCdromIsoBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1dadc1c), x::Name(0x1de291e), 0, 0), // VirtualCdromIsoBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1daf912), x::Name(0x1de6313), 0, 0), // VirtualCdromOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1db0c22), x::Name(0x1ddaf1e), 0, 1), // VirtualCdromPassthroughBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1db2f24), x::Name(0x1ddce20), 1, 1), // VirtualCdromPassthroughBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1db5422), x::Name(0x1decf24), 2, 0), // VirtualCdromRemoteAtapiBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1db7724), x::Name(0x1ddce20), 2, 0), // VirtualCdromRemoteAtapiBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1db9c28), x::Name(0x1decf24), 2, 1), // VirtualCdromRemotePassthroughBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1dbc52a), x::Name(0x1def426), 3, 1), // VirtualCdromRemotePassthroughBackingOption: VirtualDeviceRemoteDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1dbf011), x::Name(0x1dc1a0d), 4, 2), // VirtualController: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1dc0217), x::Name(0x1de6313), 6, 2), // VirtualControllerOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1dc1a0d), x::Name(0xbb9c0b), 8, 9), // VirtualDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc2818), x::Name(0xbb9c0b), 17, 0), // VirtualDeviceBackingInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc411a), x::Name(0xbb9c0b), 17, 1), // VirtualDeviceBackingOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc5c18), x::Name(0xbb9c0b), 18, 0), // VirtualDeviceBusSlotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc751a), x::Name(0xbb9c0b), 18, 1), // VirtualDeviceBusSlotOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc9017), x::Name(0xbb9c0b), 19, 7), // VirtualDeviceConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dca822), x::Name(0xbb9c0b), 26, 2), // VirtualDeviceConfigSpecBackingSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1dccb21), 0, 2), // VirtualDeviceConfigSpecChangeMode
-        x::TypeEntry::enumeration(x::Name(0x1dced24), 2, 3), // VirtualDeviceConfigSpecFileOperation
-        x::TypeEntry::enumeration(x::Name(0x1dd1220), 5, 3), // VirtualDeviceConfigSpecOperation
-        x::TypeEntry::structure(x::Name(0x1dd3318), x::Name(0xbb9c0b), 28, 5), // VirtualDeviceConnectInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1dd4c28), 8, 3), // VirtualDeviceConnectInfoMigrateConnectOp
-        x::TypeEntry::enumeration(x::Name(0x1dd751e), 11, 4), // VirtualDeviceConnectInfoStatus
-        x::TypeEntry::structure(x::Name(0x1dd941a), x::Name(0xbb9c0b), 33, 2), // VirtualDeviceConnectOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ddaf1e), x::Name(0x1dc2818), 35, 2), // VirtualDeviceDeviceBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1ddce20), x::Name(0x1dc411a), 37, 1), // VirtualDeviceDeviceBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1ddef1c), x::Name(0xbb9c0b), 38, 2), // VirtualDeviceDeviceGroupInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1de0c1c), x::Name(0x1dc2818), 40, 3), // VirtualDeviceFileBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1de291e), x::Name(0x1dc411a), 43, 1), // VirtualDeviceFileBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1de481a), 15, 5), // VirtualDeviceFileExtension
-        x::TypeEntry::structure(x::Name(0x1de6313), x::Name(0xbb9c0b), 44, 12), // VirtualDeviceOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1de771b), x::Name(0x1dc5c18), 56, 1), // VirtualDevicePciBusSlotInfo: VirtualDeviceBusSlotInfo
-        x::TypeEntry::structure(x::Name(0x1de931c), x::Name(0x1dc2818), 57, 1), // VirtualDevicePipeBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1deb01e), x::Name(0x1dc411a), 58, 0), // VirtualDevicePipeBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1decf24), x::Name(0x1dc2818), 58, 2), // VirtualDeviceRemoteDeviceBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1def426), x::Name(0x1dc411a), 60, 1), // VirtualDeviceRemoteDeviceBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1df1b1b), x::Name(0x1dc2818), 61, 3), // VirtualDeviceURIBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1df371d), x::Name(0x1dc411a), 64, 1), // VirtualDeviceURIBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1df5526), 20, 2), // VirtualDeviceURIBackingOptionDirection
-        x::TypeEntry::structure(x::Name(0x1df7c0b), x::Name(0x1dc1a0d), 65, 14), // VirtualDisk: VirtualDevice
-        x::TypeEntry::enumeration(x::Name(0x1df8816), 22, 3), // VirtualDiskAdapterType
-        x::TypeEntry::structure(x::Name(0x1df9f1f), x::Name(0x75640f), 79, 1), // VirtualDiskAntiAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x1dfbf24), x::Name(0x9f7819), 80, 0), // VirtualDiskBlocksNotFullyProvisioned: DeviceBackingNotSupported
-        x::TypeEntry::enumeration(x::Name(0x1dfe41c), 25, 2), // VirtualDiskCompatibilityMode
-        x::TypeEntry::structure(x::Name(0x1e00115), x::Name(0x1dc9017), 80, 2), // VirtualDiskConfigSpec: VirtualDeviceConfigSpec
-        x::TypeEntry::enumeration(x::Name(0x1e0171a), 27, 3), // VirtualDiskDeltaDiskFormat
-        x::TypeEntry::enumeration(x::Name(0x1e03221), 30, 2), // VirtualDiskDeltaDiskFormatVariant
-        x::TypeEntry::structure(x::Name(0x1e05424), x::Name(0xbb9c0b), 82, 2), // VirtualDiskDeltaDiskFormatsSupported: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1e0791f), 32, 2), // VirtualDiskDiskChainBrokenIssue
-        x::TypeEntry::structure(x::Name(0x1e0991e), x::Name(0x1de0c1c), 84, 5), // VirtualDiskFlatVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e0b820), x::Name(0x1de291e), 89, 4), // VirtualDiskFlatVer1BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e0d91e), x::Name(0x1de0c1c), 93, 15), // VirtualDiskFlatVer2BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e0f820), x::Name(0x1de291e), 108, 11), // VirtualDiskFlatVer2BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e1190d), x::Name(0xbb9c0b), 119, 2), // VirtualDiskId: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e1271f), x::Name(0x1de0c1c), 121, 4), // VirtualDiskLocalPMemBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e14721), x::Name(0x1de291e), 125, 4), // VirtualDiskLocalPMemBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1e1690f), 34, 6), // VirtualDiskMode
-        x::TypeEntry::structure(x::Name(0x1e1791b), x::Name(0x9fe612), 129, 1), // VirtualDiskModeNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1e19511), x::Name(0x1de6313), 130, 3), // VirtualDiskOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e1a728), x::Name(0xbb9c0b), 133, 4), // VirtualDiskOptionVFlashCacheConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e1d02c), x::Name(0x1e28021), 137, 1), // VirtualDiskPartitionedRawDiskVer2BackingInfo: VirtualDiskRawDiskVer2BackingInfo
-        x::TypeEntry::structure(x::Name(0x1e1fd2e), x::Name(0x1e2a223), 138, 0), // VirtualDiskPartitionedRawDiskVer2BackingOption: VirtualDiskRawDiskVer2BackingOption
-        x::TypeEntry::structure(x::Name(0x1e22c28), x::Name(0x1de0c1c), 138, 11), // VirtualDiskRawDiskMappingVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e2552a), x::Name(0x1ddce20), 149, 5), // VirtualDiskRawDiskMappingVer1BackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e28021), x::Name(0x1ddaf1e), 154, 4), // VirtualDiskRawDiskVer2BackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e2a223), x::Name(0x1ddce20), 158, 2), // VirtualDiskRawDiskVer2BackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1ec0823), 0, 3), // VirtualMachineConfigInfoNpivWwnType
+        x::TypeEntry::structure(x::Name(0x1ec2c24), x::Name(0xbb9c0b), 0, 2), // VirtualMachineConfigInfoOverheadInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ec5129), 3, 3), // VirtualMachineConfigInfoSwapPlacementType
+        x::TypeEntry::structure(x::Name(0x1ec7b1a), x::Name(0xbb9c0b), 2, 12), // VirtualMachineConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ec9624), x::Name(0xbb9c0b), 14, 7), // VirtualMachineConfigOptionDescriptor: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ecbb18), x::Name(0xbb9c0b), 21, 83), // VirtualMachineConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ecd428), 6, 3), // VirtualMachineConfigSpecEncryptedFtModes
+        x::TypeEntry::enumeration(x::Name(0x1ecfd2d), 9, 3), // VirtualMachineConfigSpecEncryptedVMotionModes
+        x::TypeEntry::enumeration(x::Name(0x1ed2b21), 12, 4), // VirtualMachineConfigSpecNpivWwnOp
+        x::TypeEntry::structure(x::Name(0x1ed4d1b), x::Name(0xbb9c0b), 104, 21), // VirtualMachineConfigSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ed6918), x::Name(0xbb9c0b), 125, 3), // VirtualMachineConnection: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ed821d), 16, 5), // VirtualMachineConnectionState
+        x::TypeEntry::structure(x::Name(0x1eda020), x::Name(0xbb9c0b), 128, 3), // VirtualMachineConsolePreferences: DynamicData
+        x::TypeEntry::structure(x::Name(0x1edc124), x::Name(0xbb9c0b), 131, 2), // VirtualMachineContentLibraryItemInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ede61b), x::Name(0x57b40f), 133, 1), // VirtualMachineCpuIdInfoSpec: ArrayUpdateSpec
+        x::TypeEntry::enumeration(x::Name(0x1ee0219), 21, 2), // VirtualMachineCryptoState
+        x::TypeEntry::structure(x::Name(0x1ee1c1b), x::Name(0x1fc7f18), 134, 9), // VirtualMachineDatastoreInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1ee3823), x::Name(0xbb9c0b), 143, 2), // VirtualMachineDatastoreVolumeOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ee5c20), x::Name(0xbb9c0b), 145, 7), // VirtualMachineDefaultPowerOpInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ee7d20), x::Name(0x1f8db19), 152, 0), // VirtualMachineDefaultProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::structure(x::Name(0x1ee9e20), x::Name(0x1f8db19), 152, 4), // VirtualMachineDefinedProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::structure(x::Name(0x1eebf1f), x::Name(0xbb9c0b), 156, 2), // VirtualMachineDeviceRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1eedf31), x::Name(0xbb9c0b), 158, 0), // VirtualMachineDeviceRuntimeInfoDeviceRuntimeState: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ef113e), x::Name(0x1eedf31), 158, 10), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
+        x::TypeEntry::enumeration(x::Name(0x1ef5061), 23, 2), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther
+        x::TypeEntry::enumeration(x::Name(0x1efb25e), 25, 14), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm
+        x::TypeEntry::structure(x::Name(0x1f0111c), x::Name(0x1fc7f18), 168, 2), // VirtualMachineDiskDeviceInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f02e1d), x::Name(0xbb9c0b), 170, 4), // VirtualMachineDisplayTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f04c1a), x::Name(0xbb9c0b), 174, 4), // VirtualMachineDvxClassInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f06724), x::Name(0x1fc7f18), 178, 5), // VirtualMachineDynamicPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f08c28), x::Name(0x1e9ba27), 183, 0), // VirtualMachineEmptyIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::TypeEntry::structure(x::Name(0x1f0b51e), x::Name(0x1f8db19), 183, 0), // VirtualMachineEmptyProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::enumeration(x::Name(0x1f0d421), 39, 6), // VirtualMachineFaultToleranceState
+        x::TypeEntry::enumeration(x::Name(0x1f0f620), 45, 3), // VirtualMachineFaultToleranceType
+        x::TypeEntry::structure(x::Name(0x1f11720), x::Name(0xbb9c0b), 183, 3), // VirtualMachineFeatureRequirement: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f13816), x::Name(0xbb9c0b), 186, 5), // VirtualMachineFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f14f18), x::Name(0xbb9c0b), 191, 5), // VirtualMachineFileLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f16822), x::Name(0xbb9c0b), 196, 2), // VirtualMachineFileLayoutDiskLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f18b1a), x::Name(0xbb9c0b), 198, 4), // VirtualMachineFileLayoutEx: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f1a624), x::Name(0xbb9c0b), 202, 3), // VirtualMachineFileLayoutExDiskLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f1cb22), x::Name(0xbb9c0b), 205, 1), // VirtualMachineFileLayoutExDiskUnit: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f1ee22), x::Name(0xbb9c0b), 206, 7), // VirtualMachineFileLayoutExFileInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f21122), 48, 25), // VirtualMachineFileLayoutExFileType
+        x::TypeEntry::structure(x::Name(0x1f23428), x::Name(0xbb9c0b), 213, 4), // VirtualMachineFileLayoutExSnapshotLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f25d26), x::Name(0xbb9c0b), 217, 2), // VirtualMachineFileLayoutSnapshotLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f28416), x::Name(0xbb9c0b), 219, 17), // VirtualMachineFlagInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f29b21), 73, 3), // VirtualMachineFlagInfoMonitorType
+        x::TypeEntry::enumeration(x::Name(0x1f2bd26), 76, 3), // VirtualMachineFlagInfoVirtualExecUsage
+        x::TypeEntry::enumeration(x::Name(0x1f2e425), 79, 3), // VirtualMachineFlagInfoVirtualMmuUsage
+        x::TypeEntry::structure(x::Name(0x1f30a18), x::Name(0x1fc7f18), 236, 0), // VirtualMachineFloppyInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f3231c), x::Name(0xbb9c0b), 236, 4), // VirtualMachineForkConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f34025), 82, 3), // VirtualMachineForkConfigInfoChildType
+        x::TypeEntry::enumeration(x::Name(0x1f3661f), 85, 2), // VirtualMachineGuestArchitecture
+        x::TypeEntry::structure(x::Name(0x1f38620), x::Name(0xbb9c0b), 240, 1), // VirtualMachineGuestIntegrityInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f3a725), x::Name(0xbb9c0b), 241, 2), // VirtualMachineGuestMonitoringModeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f3cd1b), 87, 6), // VirtualMachineGuestOsFamily
+        x::TypeEntry::enumeration(x::Name(0x1f3e91f), 93, 211), // VirtualMachineGuestOsIdentifier
+        x::TypeEntry::structure(x::Name(0x1f4091e), x::Name(0xbb9c0b), 243, 1), // VirtualMachineGuestQuiesceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f4281f), x::Name(0xbb9c0b), 244, 3), // VirtualMachineGuestRebootStatus: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f44818), 304, 6), // VirtualMachineGuestState
+        x::TypeEntry::structure(x::Name(0x1f4611a), x::Name(0xbb9c0b), 247, 9), // VirtualMachineGuestSummary: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f47c17), 310, 3), // VirtualMachineHtSharing
+        x::TypeEntry::structure(x::Name(0x1f4941f), x::Name(0x1f0111c), 256, 1), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineDiskDeviceInfo
+        x::TypeEntry::structure(x::Name(0x1f4b428), x::Name(0xbb9c0b), 257, 2), // VirtualMachineIdeDiskDevicePartitionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f4dd18), x::Name(0x125360a), 259, 2), // VirtualMachineImportSpec: ImportSpec
+        x::TypeEntry::structure(x::Name(0x1f4f623), x::Name(0x1e9ba27), 261, 3), // VirtualMachineIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::TypeEntry::structure(x::Name(0x1f51a1e), x::Name(0xbb9c0b), 264, 4), // VirtualMachineInstantCloneSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f53925), x::Name(0xbb9c0b), 268, 1), // VirtualMachineLegacyNetworkSwitchInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f55f24), 313, 3), // VirtualMachineMemoryAllocationPolicy
+        x::TypeEntry::structure(x::Name(0x1f58423), x::Name(0xbb9c0b), 269, 4), // VirtualMachineMemoryReservationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5a823), x::Name(0xbb9c0b), 273, 2), // VirtualMachineMemoryReservationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5cc15), x::Name(0xbb9c0b), 275, 3), // VirtualMachineMessage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5e227), x::Name(0xbb9c0b), 278, 2), // VirtualMachineMetadataManagerVmMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f60a2c), x::Name(0xbb9c0b), 280, 2), // VirtualMachineMetadataManagerVmMetadataInput: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f63729), 316, 2), // VirtualMachineMetadataManagerVmMetadataOp
+        x::TypeEntry::structure(x::Name(0x1f6612c), x::Name(0xbb9c0b), 282, 1), // VirtualMachineMetadataManagerVmMetadataOwner: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f68e31), 318, 1), // VirtualMachineMetadataManagerVmMetadataOwnerOwner
+        x::TypeEntry::structure(x::Name(0x1f6c02d), x::Name(0xbb9c0b), 283, 2), // VirtualMachineMetadataManagerVmMetadataResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f6ee1b), x::Name(0x1ed6918), 285, 0), // VirtualMachineMksConnection: VirtualMachineConnection
+        x::TypeEntry::structure(x::Name(0x1f70a17), x::Name(0xbb9c0b), 285, 5), // VirtualMachineMksTicket: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f7221a), 319, 3), // VirtualMachineMovePriority
+        x::TypeEntry::enumeration(x::Name(0x1f73d21), 322, 7), // VirtualMachineNeedSecondaryReason
+        x::TypeEntry::structure(x::Name(0x1f75f19), x::Name(0x1fc7f18), 290, 2), // VirtualMachineNetworkInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f7791f), x::Name(0xbb9c0b), 292, 4), // VirtualMachineNetworkShaperInfo: DynamicData
     ],
     decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
-        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
-        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
-        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
-        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
-        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x2a94603)), // device: int
-        x::FieldEntry::required(x::Name(0x26b1c07), x::Name(0x12bb409)), // devices: IntOption
-        x::FieldEntry::repeated(x::Name(0x336790f), x::Name(0x3344606)), // supportedDevice: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::optional(x::Name(0x26a210a), x::Name(0x9cd80b)), // deviceInfo: Description
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dc2818)), // backing: VirtualDeviceBackingInfo
-        x::FieldEntry::optional(x::Name(0x2516c0b), x::Name(0x1dd3318)), // connectable: VirtualDeviceConnectInfo
-        x::FieldEntry::optional(x::Name(0x3242608), x::Name(0x1dc5c18)), // slotInfo: VirtualDeviceBusSlotInfo
-        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
-        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
-        x::FieldEntry::optional(x::Name(0x2e41108), x::Name(0x2a94603)), // numaNode: int
-        x::FieldEntry::optional(x::Name(0x269ce0f), x::Name(0x1ddef1c)), // deviceGroupInfo: VirtualDeviceDeviceGroupInfo
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x1dd1220)), // operation: VirtualDeviceConfigSpecOperation
-        x::FieldEntry::optional(x::Name(0x289de0d), x::Name(0x1dced24)), // fileOperation: VirtualDeviceConfigSpecFileOperation
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dca822)), // backing: VirtualDeviceConfigSpecBackingSpec
-        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::optional(x::Name(0x245f90a), x::Name(0x3344606)), // changeMode: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1dca822)), // parent: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::optional(x::Name(0x2a74c18), x::Name(0x2be5304)), // initialMemoryReservation: long
+        x::FieldEntry::optional(x::Name(0x2a77516), x::Name(0x2be5304)), // initialSwapReservation: long
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x294dc11), x::Name(0xd5f311)), // guestOSDescriptor: GuestOsDescriptor
+        x::FieldEntry::required(x::Name(0x294c813), x::Name(0x2a94603)), // guestOSDefaultIndex: int
+        x::FieldEntry::required(x::Name(0x2978d0f), x::Name(0x1e83615)), // hardwareOptions: VirtualHardwareOption
+        x::FieldEntry::required(x::Name(0x243e10c), x::Name(0x1eb0c18)), // capabilities: VirtualMachineCapability
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x98a40f)), // datastore: DatastoreOption
+        x::FieldEntry::repeated(x::Name(0x262de0d), x::Name(0x1dc1a0d)), // defaultDevice: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x337ab14), x::Name(0x3344606)), // supportedMonitorType: string
+        x::FieldEntry::repeated(x::Name(0x337df20), x::Name(0x3344606)), // supportedOvfEnvironmentTransport: string
+        x::FieldEntry::repeated(x::Name(0x338001c), x::Name(0x3344606)), // supportedOvfInstallTransport: string
+        x::FieldEntry::repeated(x::Name(0x3026f11), x::Name(0x1f8f51e)), // propertyRelations: VirtualMachinePropertyRelation
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x257fe0f), x::Name(0x2405e07)), // createSupported: boolean
+        x::FieldEntry::optional(x::Name(0x262b213), x::Name(0x2405e07)), // defaultConfigOption: boolean
+        x::FieldEntry::optional(x::Name(0x317f70c), x::Name(0x2405e07)), // runSupported: boolean
+        x::FieldEntry::optional(x::Name(0x34c3b10), x::Name(0x2405e07)), // upgradeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::optional(x::Name(0x257480a), x::Name(0x2607608)), // createDate: dateTime
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::repeated(x::Name(0x2dc8e15), x::Name(0x2be5304)), // npivNodeWorldWideName: long
+        x::FieldEntry::repeated(x::Name(0x2dcb615), x::Name(0x2be5304)), // npivPortWorldWideName: long
+        x::FieldEntry::optional(x::Name(0x2dd0415), x::Name(0x3344606)), // npivWorldWideNameType: string
+        x::FieldEntry::optional(x::Name(0x2dc6613), x::Name(0x3226a05)), // npivDesiredNodeWwns: short
+        x::FieldEntry::optional(x::Name(0x2dc7a13), x::Name(0x3226a05)), // npivDesiredPortWwns: short
+        x::FieldEntry::optional(x::Name(0x2dcda15), x::Name(0x2405e07)), // npivTemporaryDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2dca411), x::Name(0x2405e07)), // npivOnNonRdmDisks: boolean
+        x::FieldEntry::optional(x::Name(0x2dcf013), x::Name(0x3344606)), // npivWorldWideNameOp: string
+        x::FieldEntry::optional(x::Name(0x2bd400a), x::Name(0x3344606)), // locationId: string
+        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x2339112), x::Name(0x3344606)), // alternateGuestName: string
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x28a4505), x::Name(0x1f13816)), // files: VirtualMachineFileInfo
+        x::FieldEntry::optional(x::Name(0x341db05), x::Name(0x1b7820f)), // tools: ToolsConfigInfo
+        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0x1f28416)), // flags: VirtualMachineFlagInfo
+        x::FieldEntry::optional(x::Name(0x2525d12), x::Name(0x1eda020)), // consolePreferences: VirtualMachineConsolePreferences
+        x::FieldEntry::optional(x::Name(0x2fbae0b), x::Name(0x1ee5c20)), // powerOpInfo: VirtualMachineDefaultPowerOpInfo
+        x::FieldEntry::optional(x::Name(0x307650e), x::Name(0x2405e07)), // rebootPowerOff: boolean
+        x::FieldEntry::optional(x::Name(0x2de2a07), x::Name(0x2a94603)), // numCPUs: int
+        x::FieldEntry::repeated(x::Name(0x354d30a), x::Name(0x1ff3b18)), // vcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x2c80008), x::Name(0x2be5304)), // memoryMB: long
+        x::FieldEntry::optional(x::Name(0x2c7d713), x::Name(0x2405e07)), // memoryHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x255ed10), x::Name(0x2405e07)), // cpuHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x255fe13), x::Name(0x2405e07)), // cpuHotRemoveEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
+        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x269580c), x::Name(0x1dc9017)), // deviceChange: VirtualDeviceConfigSpec
+        x::FieldEntry::optional(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::optional(x::Name(0x2553e0b), x::Name(0x1e97a1a)), // cpuAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x2c7740e), x::Name(0x1e97a1a)), // memoryAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x2d6f00d), x::Name(0x1f7791f)), // networkShaper: VirtualMachineNetworkShaperInfo
+        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0x1ede61b)), // cpuFeatureMask: VirtualMachineCpuIdInfoSpec
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::optional(x::Name(0x33aec0d), x::Name(0x3344606)), // swapPlacement: string
+        x::FieldEntry::optional(x::Name(0x2409d0b), x::Name(0x1e9e219)), // bootOptions: VirtualMachineBootOptions
+        x::FieldEntry::optional(x::Name(0x3513b0a), x::Name(0x2111b0c)), // vAppConfig: VmConfigSpec
+        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x30dd809), x::Name(0x18cc715)), // repConfig: ReplicationConfigSpec
+        x::FieldEntry::optional(x::Name(0x3514611), x::Name(0x2405e07)), // vAppConfigRemoved: boolean
+        x::FieldEntry::optional(x::Name(0x351710f), x::Name(0x2405e07)), // vAssertsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2464b15), x::Name(0x2405e07)), // changeTrackingEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x28b8708), x::Name(0x3344606)), // firmware: string
+        x::FieldEntry::optional(x::Name(0x2c33e11), x::Name(0x2a94603)), // maxMksConnections: int
+        x::FieldEntry::optional(x::Name(0x2938b14), x::Name(0x2405e07)), // guestAutoLockEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x2c87a1c), x::Name(0x2405e07)), // memoryReservationLockedToMax: boolean
+        x::FieldEntry::optional(x::Name(0x2d2c70f), x::Name(0x2405e07)), // nestedHVEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x352df0b), x::Name(0x2405e07)), // vPMCEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3198f1c), x::Name(0x19c6c1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
+        x::FieldEntry::repeated(x::Name(0x3614509), x::Name(0x1f8db19)), // vmProfile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x2c98717), x::Name(0x2405e07)), // messageBusTunnelEnabled: boolean
         x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x2cac40e), x::Name(0x3344606)), // migrateConnect: string
-        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x2405e07)), // startConnected: boolean
-        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x2405e07)), // allowGuestControl: boolean
-        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
-        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x5c290a)), // startConnected: BoolOption
-        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x5c290a)), // allowGuestControl: BoolOption
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
-        x::FieldEntry::required(x::Name(0x2932710), x::Name(0x2a94603)), // groupInstanceKey: int
-        x::FieldEntry::required(x::Name(0x31dd90a), x::Name(0x2a94603)), // sequenceId: int
-        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
-        x::FieldEntry::optional(x::Name(0x289cb12), x::Name(0x65700c)), // fileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x251520d), x::Name(0x1dd941a)), // connectOption: VirtualDeviceConnectOption
-        x::FieldEntry::optional(x::Name(0x241f80d), x::Name(0x1dc751a)), // busSlotOption: VirtualDeviceBusSlotOption
-        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
-        x::FieldEntry::optional(x::Name(0x239d514), x::Name(0x5c290a)), // autoAssignController: BoolOption
-        x::FieldEntry::repeated(x::Name(0x23d3b0d), x::Name(0x1dc411a)), // backingOption: VirtualDeviceBackingOption
-        x::FieldEntry::optional(x::Name(0x2624a19), x::Name(0x2a94603)), // defaultBackingOptionIndex: int
-        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
-        x::FieldEntry::required(x::Name(0x2666c0a), x::Name(0x2405e07)), // deprecated: boolean
-        x::FieldEntry::required(x::Name(0x2f78a0b), x::Name(0x2405e07)), // plugAndPlay: boolean
-        x::FieldEntry::optional(x::Name(0x2a15112), x::Name(0x2405e07)), // hotRemoveSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2e41a0d), x::Name(0x2405e07)), // numaSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f2b60d), x::Name(0x2a94603)), // pciSlotNumber: int
-        x::FieldEntry::required(x::Name(0x2f72908), x::Name(0x3344606)), // pipeName: string
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
-        x::FieldEntry::required(x::Name(0x31f960a), x::Name(0x3344606)), // serviceURI: string
-        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
-        x::FieldEntry::optional(x::Name(0x3038408), x::Name(0x3344606)), // proxyURI: string
-        x::FieldEntry::required(x::Name(0x26d780a), x::Name(0x65700c)), // directions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x2be5304)), // capacityInKB: long
-        x::FieldEntry::optional(x::Name(0x244260f), x::Name(0x2be5304)), // capacityInBytes: long
-        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
-        x::FieldEntry::optional(x::Name(0x3327c13), x::Name(0x1af3517)), // storageIOAllocation: StorageIOAllocationInfo
-        x::FieldEntry::optional(x::Name(0x271180c), x::Name(0x3344606)), // diskObjectId: string
-        x::FieldEntry::optional(x::Name(0x351bf15), x::Name(0x1e3f120)), // vFlashCacheConfigInfo: VirtualDiskVFlashCacheConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2ad2b08), x::Name(0x3344606)), // iofilter: string
-        x::FieldEntry::optional(x::Name(0x3519407), x::Name(0x1243a02)), // vDiskId: ID
-        x::FieldEntry::optional(x::Name(0x3519c0c), x::Name(0x2a94603)), // vDiskVersion: int
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x2d21c1a), x::Name(0x2405e07)), // nativeUnmanagedLinkedClone: boolean
-        x::FieldEntry::repeated(x::Name(0x2a64212), x::Name(0x1e9ba27)), // independentFilters: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::optional(x::Name(0x295400d), x::Name(0x2405e07)), // guestReadOnly: boolean
-        x::FieldEntry::optional(x::Name(0x2700614), x::Name(0x3344606)), // diskChainBrokenIssue: string
-        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x2cab70c), x::Name(0x2405e07)), // migrateCache: boolean
-        x::FieldEntry::required(x::Name(0x260140d), x::Name(0x3344606)), // datastoreType: string
-        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0991e)), // parent: VirtualDiskFlatVer1BackingInfo
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x2405e07)), // thinProvisioned: boolean
-        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x2405e07)), // eagerlyScrub: boolean
+        x::FieldEntry::optional(x::Name(0x2cad311), x::Name(0x3344606)), // migrateEncryption: string
+        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1fb1115)), // sgxInfo: VirtualMachineSgxInfo
+        x::FieldEntry::optional(x::Name(0x28f3c10), x::Name(0x3344606)), // ftEncryptionMode: string
+        x::FieldEntry::optional(x::Name(0x294b017), x::Name(0x1f3a725)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
+        x::FieldEntry::optional(x::Name(0x320a00a), x::Name(0x2405e07)), // sevEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x359fb0b), x::Name(0x201c119)), // virtualNuma: VirtualMachineVirtualNuma
+        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
+        x::FieldEntry::optional(x::Name(0x2f7b413), x::Name(0x2405e07)), // pmemFailoverEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x365e219), x::Name(0x2405e07)), // vmxStatsCollectionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x360c21c), x::Name(0x2405e07)), // vmOpNotificationToAppEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x360aa17), x::Name(0x2be5304)), // vmOpNotificationTimeout: long
+        x::FieldEntry::optional(x::Name(0x26ad30a), x::Name(0x201431f)), // deviceSwap: VirtualMachineVirtualDeviceSwap
+        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
+        x::FieldEntry::optional(x::Name(0x2f7af04), x::Name(0x201f919)), // pmem: VirtualMachineVirtualPMem
+        x::FieldEntry::optional(x::Name(0x269ff0c), x::Name(0x200c121)), // deviceGroups: VirtualMachineVirtualDeviceGroups
+        x::FieldEntry::optional(x::Name(0x28c071b), x::Name(0x2405e07)), // fixedPassthruHotPlugEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
+        x::FieldEntry::optional(x::Name(0x33f1a0a), x::Name(0x2405e07)), // tdxEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x320b30d), x::Name(0x2405e07)), // sevSnpEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x33d3a08), x::Name(0x1b2f407)), // tagSpecs: TagSpec
+        x::FieldEntry::repeated(x::Name(0x3611513), x::Name(0x2188611)), // vmPlacementPolicies: VmPlacementPolicy
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::required(x::Name(0x3610a0a), x::Name(0x3344606)), // vmPathName: string
+        x::FieldEntry::optional(x::Name(0x2c8b10c), x::Name(0x2a94603)), // memorySizeMB: int
+        x::FieldEntry::optional(x::Name(0x256d50e), x::Name(0x2a94603)), // cpuReservation: int
+        x::FieldEntry::optional(x::Name(0x2c84911), x::Name(0x2a94603)), // memoryReservation: int
+        x::FieldEntry::optional(x::Name(0x2de6406), x::Name(0x2a94603)), // numCpu: int
+        x::FieldEntry::optional(x::Name(0x2df3010), x::Name(0x2a94603)), // numEthernetCards: int
+        x::FieldEntry::optional(x::Name(0x2e3010f), x::Name(0x2a94603)), // numVirtualDisks: int
         x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0d91e)), // parent: VirtualDiskFlatVer2BackingInfo
-        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
-        x::FieldEntry::optional(x::Name(0x2658416), x::Name(0x3344606)), // deltaDiskFormatVariant: string
-        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x5c290a)), // thinProvisioned: BoolOption
-        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x5c290a)), // eagerlyScrub: BoolOption
-        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
-        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x367030a), x::Name(0x3344606)), // volumeUUID: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
+        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x344280a), x::Name(0x2405e07)), // tpmPresent: boolean
+        x::FieldEntry::optional(x::Name(0x2e37310), x::Name(0x2a94603)), // numVmiopBackings: int
+        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x2494a06), x::Name(0x3344606)), // client: string
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2fb9c11), x::Name(0x2405e07)), // powerOnWhenOpened: boolean
+        x::FieldEntry::optional(x::Name(0x27e8018), x::Name(0x2405e07)), // enterFullScreenOnPowerOn: boolean
+        x::FieldEntry::optional(x::Name(0x249d418), x::Name(0x2405e07)), // closeOnPowerOffOrSuspend: boolean
+        x::FieldEntry::required(x::Name(0x253bb16), x::Name(0x3344606)), // contentLibraryItemUuid: string
+        x::FieldEntry::optional(x::Name(0x253d219), x::Name(0x3344606)), // contentLibraryItemVersion: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0xe2ca0d)), // info: HostCpuIdInfo
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x993510)), // datastore: DatastoreSummary
+        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x96af13)), // capability: DatastoreCapability
+        x::FieldEntry::required(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
+        x::FieldEntry::optional(x::Name(0x2c5ba16), x::Name(0x2be5304)), // maxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x2c3d716), x::Name(0x2be5304)), // maxPhysicalRDMFileSize: long
+        x::FieldEntry::optional(x::Name(0x2c61015), x::Name(0x2be5304)), // maxVirtualRDMFileSize: long
         x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
-        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x13e720a)), // capacityInKB: LongOption
-        x::FieldEntry::optional(x::Name(0x2ac4b12), x::Name(0x1af4d19)), // ioAllocationOption: StorageIOAllocationOption
-        x::FieldEntry::optional(x::Name(0x351d517), x::Name(0x1e1a728)), // vFlashCacheConfigOption: VirtualDiskOptionVFlashCacheConfigOption
-        x::FieldEntry::required(x::Name(0x2430014), x::Name(0x65700c)), // cacheConsistencyType: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2431509), x::Name(0x65700c)), // cacheMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x311a40f), x::Name(0x13e720a)), // reservationInMB: LongOption
-        x::FieldEntry::required(x::Name(0x23fe80d), x::Name(0x13e720a)), // blockSizeInKB: LongOption
-        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
-        x::FieldEntry::optional(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
-        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x24cd311), x::Name(0x3344606)), // compatibilityMode: string
-        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e22c28)), // parent: VirtualDiskRawDiskMappingVer1BackingInfo
-        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
-        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
-        x::FieldEntry::optional(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x24cd311), x::Name(0x65700c)), // compatibilityMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x266c312), x::Name(0x3344606)), // descriptorFileName: string
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
-        x::FieldEntry::required(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
+        x::FieldEntry::repeated(x::Name(0x3385d15), x::Name(0x3344606)), // supportedVDiskFormats: string
+        x::FieldEntry::required(x::Name(0x28a130e), x::Name(0x3344606)), // fileSystemType: string
+        x::FieldEntry::optional(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::optional(x::Name(0x2fb4f0c), x::Name(0x3344606)), // powerOffType: string
+        x::FieldEntry::optional(x::Name(0x33a4a0b), x::Name(0x3344606)), // suspendType: string
+        x::FieldEntry::optional(x::Name(0x3129509), x::Name(0x3344606)), // resetType: string
+        x::FieldEntry::optional(x::Name(0x263c613), x::Name(0x3344606)), // defaultPowerOffType: string
+        x::FieldEntry::optional(x::Name(0x2645c12), x::Name(0x3344606)), // defaultSuspendType: string
+        x::FieldEntry::optional(x::Name(0x2641810), x::Name(0x3344606)), // defaultResetType: string
+        x::FieldEntry::optional(x::Name(0x32e390d), x::Name(0x3344606)), // standbyAction: string
+        x::FieldEntry::required(x::Name(0x3010b09), x::Name(0x3344606)), // profileId: string
+        x::FieldEntry::optional(x::Name(0x30ef50f), x::Name(0x18db70f)), // replicationSpec: ReplicationSpec
+        x::FieldEntry::optional(x::Name(0x300ff0b), x::Name(0x1f8be1c)), // profileData: VirtualMachineProfileRawData
+        x::FieldEntry::repeated(x::Name(0x301310d), x::Name(0x134dd08)), // profileParams: KeyValue
+        x::FieldEntry::required(x::Name(0x318310c), x::Name(0x1eedf31)), // runtimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x35c2c16), x::Name(0x2405e07)), // vmDirectPathGen2Active: boolean
+        x::FieldEntry::repeated(x::Name(0x35ccc20), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonVm: string
+        x::FieldEntry::repeated(x::Name(0x35ca823), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonOther: string
+        x::FieldEntry::optional(x::Name(0x35c5b26), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonExtended: string
+        x::FieldEntry::optional(x::Name(0x34d6b0b), x::Name(0x2405e07)), // uptv2Active: boolean
+        x::FieldEntry::repeated(x::Name(0x34d9d15), x::Name(0x3344606)), // uptv2InactiveReasonVm: string
+        x::FieldEntry::repeated(x::Name(0x34d8418), x::Name(0x3344606)), // uptv2InactiveReasonOther: string
+        x::FieldEntry::optional(x::Name(0x311fa11), x::Name(0x3344606)), // reservationStatus: string
+        x::FieldEntry::optional(x::Name(0x2388b10), x::Name(0x3344606)), // attachmentStatus: string
+        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3703e01), x::Name(0x2a94603)), // x: int
+        x::FieldEntry::required(x::Name(0x3706401), x::Name(0x2a94603)), // y: int
+        x::FieldEntry::required(x::Name(0x36c3d05), x::Name(0x2a94603)), // width: int
+        x::FieldEntry::required(x::Name(0x29aeb06), x::Name(0x2a94603)), // height: int
+        x::FieldEntry::required(x::Name(0x269650b), x::Name(0xbdad12)), // deviceClass: ElementDescription
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
+        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x1564009)), // configParams: OptionDef
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x25b860b), x::Name(0x3344606)), // customLabel: string
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x2a94603)), // vendorId: int
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x2a94603)), // deviceId: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::optional(x::Name(0x3610a0a), x::Name(0x3344606)), // vmPathName: string
+        x::FieldEntry::optional(x::Name(0x325c911), x::Name(0x3344606)), // snapshotDirectory: string
+        x::FieldEntry::optional(x::Name(0x339e510), x::Name(0x3344606)), // suspendDirectory: string
+        x::FieldEntry::optional(x::Name(0x2bdbb0c), x::Name(0x3344606)), // logDirectory: string
+        x::FieldEntry::optional(x::Name(0x28fad13), x::Name(0x3344606)), // ftMetadataDirectory: string
+        x::FieldEntry::repeated(x::Name(0x24ed20a), x::Name(0x3344606)), // configFile: string
+        x::FieldEntry::repeated(x::Name(0x2bdc807), x::Name(0x3344606)), // logFile: string
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f16822)), // disk: VirtualMachineFileLayoutDiskLayout
+        x::FieldEntry::repeated(x::Name(0x3258c08), x::Name(0x1f25d26)), // snapshot: VirtualMachineFileLayoutSnapshotLayout
+        x::FieldEntry::optional(x::Name(0x33ad108), x::Name(0x3344606)), // swapFile: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::repeated(x::Name(0x2706308), x::Name(0x3344606)), // diskFile: string
+        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0x1f1ee22)), // file: VirtualMachineFileLayoutExFileInfo
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f1a624)), // disk: VirtualMachineFileLayoutExDiskLayout
+        x::FieldEntry::repeated(x::Name(0x3258c08), x::Name(0x1f23428)), // snapshot: VirtualMachineFileLayoutExSnapshotLayout
+        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
+        x::FieldEntry::repeated(x::Name(0x245b105), x::Name(0x1f1cb22)), // chain: VirtualMachineFileLayoutExDiskUnit
+        x::FieldEntry::repeated(x::Name(0x289ae07), x::Name(0x2a94603)), // fileKey: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::optional(x::Name(0x3484a0a), x::Name(0x2be5304)), // uniqueSize: long
+        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
+        x::FieldEntry::optional(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25e3e07), x::Name(0x2a94603)), // dataKey: int
+        x::FieldEntry::optional(x::Name(0x2c7eb09), x::Name(0x2a94603)), // memoryKey: int
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f1a624)), // disk: VirtualMachineFileLayoutExDiskLayout
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x325ec0c), x::Name(0x3344606)), // snapshotFile: string
+        x::FieldEntry::optional(x::Name(0x26db713), x::Name(0x2405e07)), // disableAcceleration: boolean
+        x::FieldEntry::optional(x::Name(0x27a900d), x::Name(0x2405e07)), // enableLogging: boolean
+        x::FieldEntry::optional(x::Name(0x34ebc06), x::Name(0x2405e07)), // useToe: boolean
+        x::FieldEntry::optional(x::Name(0x3180410), x::Name(0x2405e07)), // runWithDebugInfo: boolean
+        x::FieldEntry::optional(x::Name(0x2cdcc0b), x::Name(0x3344606)), // monitorType: string
+        x::FieldEntry::optional(x::Name(0x2a17909), x::Name(0x3344606)), // htSharing: string
+        x::FieldEntry::optional(x::Name(0x325db10), x::Name(0x2405e07)), // snapshotDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x326260e), x::Name(0x2405e07)), // snapshotLocked: boolean
+        x::FieldEntry::optional(x::Name(0x2723c0f), x::Name(0x2405e07)), // diskUuidEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3593f0f), x::Name(0x3344606)), // virtualMmuUsage: string
+        x::FieldEntry::optional(x::Name(0x357fe10), x::Name(0x3344606)), // virtualExecUsage: string
+        x::FieldEntry::optional(x::Name(0x3268f18), x::Name(0x3344606)), // snapshotPowerOffBehavior: string
+        x::FieldEntry::optional(x::Name(0x309df13), x::Name(0x2405e07)), // recordReplayEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2877012), x::Name(0x3344606)), // faultToleranceType: string
+        x::FieldEntry::optional(x::Name(0x2448810), x::Name(0x2405e07)), // cbrcCacheEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x36b270b), x::Name(0x2405e07)), // vvtdEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x354890a), x::Name(0x2405e07)), // vbsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2f0320d), x::Name(0x2405e07)), // parentEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2489d10), x::Name(0x3344606)), // childForkGroupId: string
+        x::FieldEntry::optional(x::Name(0x2f04011), x::Name(0x3344606)), // parentForkGroupId: string
+        x::FieldEntry::optional(x::Name(0x248c009), x::Name(0x3344606)), // childType: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2920a07), x::Name(0x3344606)), // gmmFile: string
+        x::FieldEntry::optional(x::Name(0x291fd0c), x::Name(0x3344606)), // gmmAppliance: string
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::required(x::Name(0x307740f), x::Name(0x2405e07)), // rebootRequested: boolean
+        x::FieldEntry::repeated(x::Name(0x30fff14), x::Name(0x3344606)), // requestingComponents: string
+        x::FieldEntry::optional(x::Name(0x30f6510), x::Name(0x2607608)), // requestTimestamp: dateTime
+        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x342670b), x::Name(0x1fd2f19)), // toolsStatus: VirtualMachineToolsStatus
+        x::FieldEntry::optional(x::Name(0x342c612), x::Name(0x3344606)), // toolsVersionStatus: string
+        x::FieldEntry::optional(x::Name(0x342d913), x::Name(0x3344606)), // toolsVersionStatus2: string
+        x::FieldEntry::optional(x::Name(0x3425412), x::Name(0x3344606)), // toolsRunningStatus: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
+        x::FieldEntry::repeated(x::Name(0x2f1340e), x::Name(0x1f4b428)), // partitionTable: VirtualMachineIdeDiskDevicePartitionInfo
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x310f50d), x::Name(0x13ff016)), // resPoolEntity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ac20a), x::Name(0x3344606)), // filterName: string
+        x::FieldEntry::optional(x::Name(0x28a7f0b), x::Name(0x3344606)), // filterClass: string
+        x::FieldEntry::repeated(x::Name(0x28a6c12), x::Name(0x134dd08)), // filterCapabilities: KeyValue
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x1f9b61a)), // location: VirtualMachineRelocateSpec
+        x::FieldEntry::repeated(x::Name(0x24ea506), x::Name(0x156630b)), // config: OptionValue
+        x::FieldEntry::optional(x::Name(0x23f7b08), x::Name(0x3344606)), // biosUuid: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x358e311), x::Name(0x2be5304)), // virtualMachineMin: long
+        x::FieldEntry::required(x::Name(0x358d111), x::Name(0x2be5304)), // virtualMachineMax: long
+        x::FieldEntry::required(x::Name(0x3592816), x::Name(0x2be5304)), // virtualMachineReserved: long
+        x::FieldEntry::required(x::Name(0x2323b10), x::Name(0x3344606)), // allocationPolicy: string
+        x::FieldEntry::optional(x::Name(0x3592816), x::Name(0x2be5304)), // virtualMachineReserved: long
+        x::FieldEntry::optional(x::Name(0x2323b10), x::Name(0x3344606)), // allocationPolicy: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::repeated(x::Name(0x2364008), x::Name(0x234a207)), // argument: anyType
+        x::FieldEntry::optional(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
+        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
+        x::FieldEntry::optional(x::Name(0x2ca1008), x::Name(0x3344606)), // metadata: string
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::required(x::Name(0x35e460a), x::Name(0x1f5e227)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x35e460a), x::Name(0x1f5e227)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3408006), x::Name(0x3344606)), // ticket: string
+        x::FieldEntry::required(x::Name(0x245a907), x::Name(0x3344606)), // cfgFile: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x14c730e)), // network: NetworkSummary
+        x::FieldEntry::optional(x::Name(0x36a8007), x::Name(0x3344606)), // vswitch: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2f30307), x::Name(0x2be5304)), // peakBps: long
+        x::FieldEntry::optional(x::Name(0x23cc40a), x::Name(0x2be5304)), // averageBps: long
+        x::FieldEntry::optional(x::Name(0x241d109), x::Name(0x2be5304)), // burstSize: long
     ],
     values: &[
-        x::Name(0x284f604), // fail
-        x::Name(0x3237504), // skip
-        x::Name(0x2573006), // create
-        x::Name(0x268d807), // destroy
-        x::Name(0x30df307), // replace
-        x::Name(0x22eb903), // add
+        x::Name(0x354a102), // vc
+        x::Name(0x29b4e04), // host
+        x::Name(0x284cf08), // external
+        x::Name(0x2a72a07), // inherit
+        x::Name(0x35d710b), // vmDirectory
+        x::Name(0x29d9409), // hostLocal
+        x::Name(0x28f2714), // ftEncryptionDisabled
+        x::Name(0x28f4d19), // ftEncryptionOpportunistic
+        x::Name(0x28f6714), // ftEncryptionRequired
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2e9510d), // opportunistic
+        x::Name(0x3109a08), // required
+        x::Name(0x2914608), // generate
+        x::Name(0x31ffc03), // set
         x::Name(0x30d8106), // remove
-        x::Name(0x278e604), // edit
-        x::Name(0x2514a07), // connect
-        x::Name(0x26f410a), // disconnect
+        x::Name(0x2841b06), // extend
+        x::Name(0x2517809), // connected
+        x::Name(0x26f5b0c), // disconnected
+        x::Name(0x2eac308), // orphaned
+        x::Name(0x2a4c30c), // inaccessible
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x3490708), // unlocked
+        x::Name(0x2bdb006), // locked
+        x::Name(0x3600015), // vmNptIncompatibleHost
+        x::Name(0x3601618), // vmNptIncompatibleNetwork
+        x::Name(0x35fcc16), // vmNptIncompatibleGuest
+        x::Name(0x35fe31c), // vmNptIncompatibleGuestDriver
+        x::Name(0x35f921c), // vmNptIncompatibleAdapterType
+        x::Name(0x35f2222), // vmNptDisabledOrDisconnectedAdapter
+        x::Name(0x35f7120), // vmNptIncompatibleAdapterFeatures
+        x::Name(0x35faf1c), // vmNptIncompatibleBackingType
+        x::Name(0x3602f22), // vmNptInsufficientMemoryReservation
+        x::Name(0x35f452b), // vmNptFaultToleranceOrRecordReplayConfigured
+        x::Name(0x35edc21), // vmNptConflictingIOChainConfigured
+        x::Name(0x3605212), // vmNptMonitorBlocks
+        x::Name(0x35efe23), // vmNptConflictingOperationInProgress
+        x::Name(0x3607a11), // vmNptRuntimeError
+        x::Name(0x3606514), // vmNptOutOfIntrVector
+        x::Name(0x3608c0f), // vmNptVMCIActive
+        x::Name(0x2db9d0d), // notConfigured
+        x::Name(0x26e4608), // disabled
+        x::Name(0x27af207), // enabled
+        x::Name(0x2d28d0d), // needSecondary
+        x::Name(0x32f7a08), // starting
+        x::Name(0x3181507), // running
         x::Name(0x34ab005), // unset
-        x::Name(0x2e6e802), // ok
-        x::Name(0x30a4610), // recoverableError
-        x::Name(0x349f712), // unrecoverableError
-        x::Name(0x34b6407), // untried
-        x::Name(0x2b40b03), // iso
-        x::Name(0x28c9e03), // flp
-        x::Name(0x362f604), // vmdk
-        x::Name(0x2760103), // dsk
-        x::Name(0x3067003), // rdm
-        x::Name(0x31dff06), // server
-        x::Name(0x2494a06), // client
-        x::Name(0x2a30003), // ide
-        x::Name(0x241e508), // busLogic
-        x::Name(0x2bece08), // lsiLogic
-        x::Name(0x3597f0b), // virtualMode
-        x::Name(0x2f6990c), // physicalMode
-        x::Name(0x30ab20d), // redoLogFormat
-        x::Name(0x2d1e80c), // nativeFormat
-        x::Name(0x31b300e), // seSparseFormat
-        x::Name(0x363a011), // vmfsSparseVariant
-        x::Name(0x368d411), // vsanSparseVariant
-        x::Name(0x2da0307), // noIssue
-        x::Name(0x248f30b), // cidMismatch
+        x::Name(0x309d20c), // recordReplay
+        x::Name(0x2482e0d), // checkpointing
+        x::Name(0x24ea506), // config
+        x::Name(0x2842b0e), // extendedConfig
+        x::Name(0x2703d0e), // diskDescriptor
+        x::Name(0x2704c0a), // diskExtent
+        x::Name(0x26bda10), // digestDescriptor
+        x::Name(0x26c1a0c), // digestExtent
+        x::Name(0x2719814), // diskReplicationState
+        x::Name(0x2bdb703), // log
+        x::Name(0x32f9c04), // stat
+        x::Name(0x2d15f0d), // namespaceData
+        x::Name(0x25e6815), // dataSetsDiskModeStore
+        x::Name(0x25e9913), // dataSetsVmModeStore
+        x::Name(0x2e5c005), // nvram
+        x::Name(0x325bc0c), // snapshotData
+        x::Name(0x3264a0e), // snapshotMemory
+        x::Name(0x326190c), // snapshotList
+        x::Name(0x3263514), // snapshotManifestList
+        x::Name(0x339dd07), // suspend
+        x::Name(0x33a060d), // suspendMemory
+        x::Name(0x33ab304), // swap
+        x::Name(0x3513406), // uwswap
+        x::Name(0x2548004), // core
+        x::Name(0x31a3c0a), // screenshot
+        x::Name(0x28fa20a), // ftMetadata
+        x::Name(0x293c412), // guestCustomization
+        x::Name(0x30bdd07), // release
+        x::Name(0x2620c05), // debug
+        x::Name(0x3310d05), // stats
+        x::Name(0x2a1ec06), // hvAuto
+        x::Name(0x2a20404), // hvOn
+        x::Name(0x2a1fe05), // hvOff
+        x::Name(0x23b7109), // automatic
+        x::Name(0x2e79702), // on
+        x::Name(0x2e68003), // off
+        x::Name(0x2daff04), // none
         x::Name(0x2f4c30a), // persistent
         x::Name(0x2db0f0d), // nonpersistent
-        x::Name(0x347f208), // undoable
-        x::Name(0x2a68916), // independent_persistent
-        x::Name(0x2a66f19), // independent_nonpersistent
-        x::Name(0x2356c06), // append
+        x::Name(0x3704003), // x86
+        x::Name(0x2366003), // arm
+        x::Name(0x36ef10c), // windowsGuest
+        x::Name(0x2bb540a), // linuxGuest
+        x::Name(0x2d40c0c), // netwareGuest
+        x::Name(0x327d80c), // solarisGuest
+        x::Name(0x25d5911), // darwinGuestFamily
+        x::Name(0x2ec0810), // otherGuestFamily
+        x::Name(0x2747808), // dosGuest
+        x::Name(0x36c920a), // win31Guest
+        x::Name(0x36c9d0a), // win95Guest
+        x::Name(0x36ca80a), // win98Guest
+        x::Name(0x36cd70a), // winMeGuest
+        x::Name(0x36ce20a), // winNTGuest
+        x::Name(0x36c710f), // win2000ProGuest
+        x::Name(0x36c8110), // win2000ServGuest
+        x::Name(0x36c5d13), // win2000AdvServGuest
+        x::Name(0x36db40e), // winXPHomeGuest
+        x::Name(0x36dd30d), // winXPProGuest
+        x::Name(0x36dc30f), // winXPPro64Guest
+        x::Name(0x36d870e), // winNetWebGuest
+        x::Name(0x36d7313), // winNetStandardGuest
+        x::Name(0x36d4715), // winNetEnterpriseGuest
+        x::Name(0x36d1915), // winNetDatacenterGuest
+        x::Name(0x36ced13), // winNetBusinessGuest
+        x::Name(0x36d5d15), // winNetStandard64Guest
+        x::Name(0x36d2f17), // winNetEnterprise64Guest
+        x::Name(0x36cc610), // winLonghornGuest
+        x::Name(0x36cb312), // winLonghorn64Guest
+        x::Name(0x36d0117), // winNetDatacenter64Guest
+        x::Name(0x36da60d), // winVistaGuest
+        x::Name(0x36d960f), // winVista64Guest
+        x::Name(0x36e520d), // windows7Guest
+        x::Name(0x36e7610), // windows7_64Guest
+        x::Name(0x36e6015), // windows7Server64Guest
+        x::Name(0x36e870d), // windows8Guest
+        x::Name(0x36eab10), // windows8_64Guest
+        x::Name(0x36e9515), // windows8Server64Guest
+        x::Name(0x36ebc0d), // windows9Guest
+        x::Name(0x36ee010), // windows9_64Guest
+        x::Name(0x36eca15), // windows9Server64Guest
+        x::Name(0x36de111), // windows11_64Guest
+        x::Name(0x36df311), // windows12_64Guest
+        x::Name(0x36efe12), // windowsHyperVGuest
+        x::Name(0x36e2016), // windows2019srv_64Guest
+        x::Name(0x36e051a), // windows2019srvNext_64Guest
+        x::Name(0x36e371a), // windows2022srvNext_64Guest
+        x::Name(0x28e9b0c), // freebsdGuest
+        x::Name(0x28e8c0e), // freebsd64Guest
+        x::Name(0x28de70e), // freebsd11Guest
+        x::Name(0x28df611), // freebsd11_64Guest
+        x::Name(0x28e080e), // freebsd12Guest
+        x::Name(0x28e1711), // freebsd12_64Guest
+        x::Name(0x28e290e), // freebsd13Guest
+        x::Name(0x28e3811), // freebsd13_64Guest
+        x::Name(0x28e4a0e), // freebsd14Guest
+        x::Name(0x28e5911), // freebsd14_64Guest
+        x::Name(0x28e6b0e), // freebsd15Guest
+        x::Name(0x28e7a11), // freebsd15_64Guest
+        x::Name(0x30aa60b), // redhatGuest
+        x::Name(0x315660a), // rhel2Guest
+        x::Name(0x315710a), // rhel3Guest
+        x::Name(0x3157c0d), // rhel3_64Guest
+        x::Name(0x3158a0a), // rhel4Guest
+        x::Name(0x315950d), // rhel4_64Guest
+        x::Name(0x315a30a), // rhel5Guest
+        x::Name(0x315ae0d), // rhel5_64Guest
+        x::Name(0x315bc0a), // rhel6Guest
+        x::Name(0x315c70d), // rhel6_64Guest
+        x::Name(0x315d50a), // rhel7Guest
+        x::Name(0x315e00d), // rhel7_64Guest
+        x::Name(0x315ee0d), // rhel8_64Guest
+        x::Name(0x315fc0d), // rhel9_64Guest
+        x::Name(0x315570e), // rhel10_64Guest
+        x::Name(0x245360b), // centosGuest
+        x::Name(0x244ce0d), // centos64Guest
+        x::Name(0x244dc0c), // centos6Guest
+        x::Name(0x244e90f), // centos6_64Guest
+        x::Name(0x244f90c), // centos7Guest
+        x::Name(0x245060f), // centos7_64Guest
+        x::Name(0x245160f), // centos8_64Guest
+        x::Name(0x245260f), // centos9_64Guest
+        x::Name(0x2ea6f10), // oracleLinuxGuest
+        x::Name(0x2e9e412), // oracleLinux64Guest
+        x::Name(0x2e9f711), // oracleLinux6Guest
+        x::Name(0x2ea0914), // oracleLinux6_64Guest
+        x::Name(0x2ea1e11), // oracleLinux7Guest
+        x::Name(0x2ea3014), // oracleLinux7_64Guest
+        x::Name(0x2ea4514), // oracleLinux8_64Guest
+        x::Name(0x2ea5a14), // oracleLinux9_64Guest
+        x::Name(0x2e9ce15), // oracleLinux10_64Guest
+        x::Name(0x339d309), // suseGuest
+        x::Name(0x339c70b), // suse64Guest
+        x::Name(0x3240709), // slesGuest
+        x::Name(0x323fb0b), // sles64Guest
+        x::Name(0x3238c0b), // sles10Guest
+        x::Name(0x323980e), // sles10_64Guest
+        x::Name(0x323a70b), // sles11Guest
+        x::Name(0x323b30e), // sles11_64Guest
+        x::Name(0x323c20b), // sles12Guest
+        x::Name(0x323ce0e), // sles12_64Guest
+        x::Name(0x323dd0e), // sles15_64Guest
+        x::Name(0x323ec0e), // sles16_64Guest
+        x::Name(0x2d9ce09), // nld9Guest
+        x::Name(0x2e67708), // oesGuest
+        x::Name(0x3236b09), // sjdsGuest
+        x::Name(0x2c0ca0d), // mandrakeGuest
+        x::Name(0x2c0e80d), // mandrivaGuest
+        x::Name(0x2c0d80f), // mandriva64Guest
+        x::Name(0x346730f), // turboLinuxGuest
+        x::Name(0x3466111), // turboLinux64Guest
+        x::Name(0x347470b), // ubuntuGuest
+        x::Name(0x347390d), // ubuntu64Guest
+        x::Name(0x2615e0c), // debian4Guest
+        x::Name(0x2616b0f), // debian4_64Guest
+        x::Name(0x2617b0c), // debian5Guest
+        x::Name(0x261880f), // debian5_64Guest
+        x::Name(0x261980c), // debian6Guest
+        x::Name(0x261a50f), // debian6_64Guest
+        x::Name(0x261b50c), // debian7Guest
+        x::Name(0x261c20f), // debian7_64Guest
+        x::Name(0x261d20c), // debian8Guest
+        x::Name(0x261df0f), // debian8_64Guest
+        x::Name(0x261ef0c), // debian9Guest
+        x::Name(0x261fc0f), // debian9_64Guest
+        x::Name(0x260e20d), // debian10Guest
+        x::Name(0x260f010), // debian10_64Guest
+        x::Name(0x261010d), // debian11Guest
+        x::Name(0x2610f10), // debian11_64Guest
+        x::Name(0x261200d), // debian12Guest
+        x::Name(0x2612e10), // debian12_64Guest
+        x::Name(0x2613f0d), // debian13Guest
+        x::Name(0x2614d10), // debian13_64Guest
+        x::Name(0x236cf0d), // asianux3Guest
+        x::Name(0x236dd10), // asianux3_64Guest
+        x::Name(0x236ee0d), // asianux4Guest
+        x::Name(0x236fc10), // asianux4_64Guest
+        x::Name(0x2370d10), // asianux5_64Guest
+        x::Name(0x2371e10), // asianux7_64Guest
+        x::Name(0x2372f10), // asianux8_64Guest
+        x::Name(0x2374010), // asianux9_64Guest
+        x::Name(0x2cc0814), // miraclelinux_64Guest
+        x::Name(0x2eff20e), // pardus_64Guest
+        x::Name(0x2e8c10d), // opensuseGuest
+        x::Name(0x2e8b10f), // opensuse64Guest
+        x::Name(0x289020b), // fedoraGuest
+        x::Name(0x288f40d), // fedora64Guest
+        x::Name(0x254850d), // coreos64Guest
+        x::Name(0x3658a13), // vmwarePhoton64Guest
+        x::Name(0x2eaf712), // other24xLinuxGuest
+        x::Name(0x2eb1f12), // other26xLinuxGuest
+        x::Name(0x2ec400f), // otherLinuxGuest
+        x::Name(0x2eb4611), // other3xLinuxGuest
+        x::Name(0x2eb6c11), // other4xLinuxGuest
+        x::Name(0x2eb9211), // other5xLinuxGuest
+        x::Name(0x2ebb811), // other6xLinuxGuest
+        x::Name(0x2ebde11), // other7xLinuxGuest
+        x::Name(0x2919d11), // genericLinuxGuest
+        x::Name(0x2eae214), // other24xLinux64Guest
+        x::Name(0x2eb0a14), // other26xLinux64Guest
+        x::Name(0x2eb3213), // other3xLinux64Guest
+        x::Name(0x2eb5813), // other4xLinux64Guest
+        x::Name(0x2eb7e13), // other5xLinux64Guest
+        x::Name(0x2eba413), // other6xLinux64Guest
+        x::Name(0x2ebca13), // other7xLinux64Guest
+        x::Name(0x2ec2e11), // otherLinux64Guest
+        x::Name(0x327a00d), // solaris6Guest
+        x::Name(0x327ae0d), // solaris7Guest
+        x::Name(0x327bc0d), // solaris8Guest
+        x::Name(0x327ca0d), // solaris9Guest
+        x::Name(0x3276d0e), // solaris10Guest
+        x::Name(0x3277c11), // solaris10_64Guest
+        x::Name(0x3278e11), // solaris11_64Guest
+        x::Name(0x290cf10), // fusionos_64Guest
+        x::Name(0x301d610), // prolinux_64Guest
+        x::Name(0x2b60512), // kylinlinux_64Guest
+        x::Name(0x28c700f), // flatcar_64Guest
+        x::Name(0x2eacc08), // os2Guest
+        x::Name(0x2789410), // eComStationGuest
+        x::Name(0x2788211), // eComStation2Guest
+        x::Name(0x2d3e20d), // netware4Guest
+        x::Name(0x2d3f00d), // netware5Guest
+        x::Name(0x2d3fe0d), // netware6Guest
+        x::Name(0x2e88f10), // openServer5Guest
+        x::Name(0x2e8a010), // openServer6Guest
+        x::Name(0x3487c0e), // unixWare7Guest
+        x::Name(0x25d4d0b), // darwinGuest
+        x::Name(0x25d3f0d), // darwin64Guest
+        x::Name(0x25c350d), // darwin10Guest
+        x::Name(0x25c4310), // darwin10_64Guest
+        x::Name(0x25c540d), // darwin11Guest
+        x::Name(0x25c6210), // darwin11_64Guest
+        x::Name(0x25c7310), // darwin12_64Guest
+        x::Name(0x25c8410), // darwin13_64Guest
+        x::Name(0x25c9510), // darwin14_64Guest
+        x::Name(0x25ca610), // darwin15_64Guest
+        x::Name(0x25cb710), // darwin16_64Guest
+        x::Name(0x25cc810), // darwin17_64Guest
+        x::Name(0x25cd910), // darwin18_64Guest
+        x::Name(0x25cea10), // darwin19_64Guest
+        x::Name(0x25cfb10), // darwin20_64Guest
+        x::Name(0x25d0c10), // darwin21_64Guest
+        x::Name(0x25d1d10), // darwin22_64Guest
+        x::Name(0x25d2e10), // darwin23_64Guest
+        x::Name(0x3643d0d), // vmkernelGuest
+        x::Name(0x363e20e), // vmkernel5Guest
+        x::Name(0x364010e), // vmkernel6Guest
+        x::Name(0x363f10f), // vmkernel65Guest
+        x::Name(0x364100e), // vmkernel7Guest
+        x::Name(0x3641f0e), // vmkernel8Guest
+        x::Name(0x3642e0e), // vmkernel9Guest
+        x::Name(0x233b914), // amazonlinux2_64Guest
+        x::Name(0x233ce14), // amazonlinux3_64Guest
+        x::Name(0x258930c), // crxPod1Guest
+        x::Name(0x258a00c), // crxSys1Guest
+        x::Name(0x3166a12), // rockylinux_64Guest
+        x::Name(0x2333311), // almalinux_64Guest
+        x::Name(0x2ebf00a), // otherGuest
+        x::Name(0x2ebfb0c), // otherGuest64
+        x::Name(0x3181507), // running
+        x::Name(0x322da0c), // shuttingDown
+        x::Name(0x3129f09), // resetting
+        x::Name(0x32e3107), // standby
+        x::Name(0x2dc0e0a), // notRunning
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2348503), // any
+        x::Name(0x2daff04), // none
+        x::Name(0x2aa3008), // internal
+        x::Name(0x33ae308), // swapNone
+        x::Name(0x33b1a08), // swapSome
+        x::Name(0x33ada08), // swapMost
+        x::Name(0x1bd3306), // Update
+        x::Name(0x186b306), // Remove
+        x::Name(0x779c12), // ComVmwareVsphereHA
+        x::Name(0x2be9b0b), // lowPriority
+        x::Name(0x29b250c), // highPriority
+        x::Name(0x263ea0f), // defaultPriority
+        x::Name(0x2a7bc0c), // initializing
+        x::Name(0x273450a), // divergence
+        x::Name(0x2be880e), // lostConnection
+        x::Name(0x2f07f16), // partialHardwareFailure
+        x::Name(0x34f340a), // userAction
+        x::Name(0x2480a0f), // checkpointError
+        x::Name(0x2eadc05), // other
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        1 => return Some(x::decode_struct_object::<VirtualMachineConfigInfoOverheadInfo>(r)),
+        3 => return Some(x::decode_struct_object::<VirtualMachineConfigOption>(r)),
+        4 => return Some(x::decode_struct_object::<VirtualMachineConfigOptionDescriptor>(r)),
+        5 => return Some(x::decode_struct_object::<VirtualMachineConfigSpec>(r)),
+        9 => return Some(x::decode_struct_object::<VirtualMachineConfigSummary>(r)),
+        10 => return Some(x::decode_struct_object::<VirtualMachineConnection>(r)),
+        12 => return Some(x::decode_struct_object::<VirtualMachineConsolePreferences>(r)),
+        13 => return Some(x::decode_struct_object::<VirtualMachineContentLibraryItemInfo>(r)),
+        14 => return Some(x::decode_struct_object::<VirtualMachineCpuIdInfoSpec>(r)),
+        16 => return Some(x::decode_struct_object::<VirtualMachineDatastoreInfo>(r)),
+        17 => return Some(x::decode_struct_object::<VirtualMachineDatastoreVolumeOption>(r)),
+        18 => return Some(x::decode_struct_object::<VirtualMachineDefaultPowerOpInfo>(r)),
+        19 => return Some(x::decode_struct_object::<VirtualMachineDefaultProfileSpec>(r)),
+        20 => return Some(x::decode_struct_object::<VirtualMachineDefinedProfileSpec>(r)),
+        21 => return Some(x::decode_struct_object::<VirtualMachineDeviceRuntimeInfo>(r)),
+        22 => return Some(x::decode_struct_object::<VirtualMachineDeviceRuntimeInfoDeviceRuntimeState>(r)),
+        23 => return Some(x::decode_struct_object::<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState>(r)),
+        26 => return Some(x::decode_struct_object::<VirtualMachineDiskDeviceInfo>(r)),
+        27 => return Some(x::decode_struct_object::<VirtualMachineDisplayTopology>(r)),
+        28 => return Some(x::decode_struct_object::<VirtualMachineDvxClassInfo>(r)),
+        29 => return Some(x::decode_struct_object::<VirtualMachineDynamicPassthroughInfo>(r)),
+        30 => return Some(x::decode_struct_object::<VirtualMachineEmptyIndependentFilterSpec>(r)),
+        31 => return Some(x::decode_struct_object::<VirtualMachineEmptyProfileSpec>(r)),
+        34 => return Some(x::decode_struct_object::<VirtualMachineFeatureRequirement>(r)),
+        35 => return Some(x::decode_struct_object::<VirtualMachineFileInfo>(r)),
+        36 => return Some(x::decode_struct_object::<VirtualMachineFileLayout>(r)),
+        37 => return Some(x::decode_struct_object::<VirtualMachineFileLayoutDiskLayout>(r)),
+        38 => return Some(x::decode_struct_object::<VirtualMachineFileLayoutEx>(r)),
+        39 => return Some(x::decode_struct_object::<VirtualMachineFileLayoutExDiskLayout>(r)),
+        40 => return Some(x::decode_struct_object::<VirtualMachineFileLayoutExDiskUnit>(r)),
+        41 => return Some(x::decode_struct_object::<VirtualMachineFileLayoutExFileInfo>(r)),
+        43 => return Some(x::decode_struct_object::<VirtualMachineFileLayoutExSnapshotLayout>(r)),
+        44 => return Some(x::decode_struct_object::<VirtualMachineFileLayoutSnapshotLayout>(r)),
+        45 => return Some(x::decode_struct_object::<VirtualMachineFlagInfo>(r)),
+        49 => return Some(x::decode_struct_object::<VirtualMachineFloppyInfo>(r)),
+        50 => return Some(x::decode_struct_object::<VirtualMachineForkConfigInfo>(r)),
+        53 => return Some(x::decode_struct_object::<VirtualMachineGuestIntegrityInfo>(r)),
+        54 => return Some(x::decode_struct_object::<VirtualMachineGuestMonitoringModeInfo>(r)),
+        57 => return Some(x::decode_struct_object::<VirtualMachineGuestQuiesceSpec>(r)),
+        58 => return Some(x::decode_struct_object::<VirtualMachineGuestRebootStatus>(r)),
+        60 => return Some(x::decode_struct_object::<VirtualMachineGuestSummary>(r)),
+        62 => return Some(x::decode_struct_object::<VirtualMachineIdeDiskDeviceInfo>(r)),
+        63 => return Some(x::decode_struct_object::<VirtualMachineIdeDiskDevicePartitionInfo>(r)),
+        64 => return Some(x::decode_struct_object::<VirtualMachineImportSpec>(r)),
+        65 => return Some(x::decode_struct_object::<VirtualMachineIndependentFilterSpec>(r)),
+        66 => return Some(x::decode_struct_object::<VirtualMachineInstantCloneSpec>(r)),
+        67 => return Some(x::decode_struct_object::<VirtualMachineLegacyNetworkSwitchInfo>(r)),
+        #[cfg(feature = "admin")] 69 => return Some(x::decode_struct_object::<VirtualMachineMemoryReservationInfo>(r)),
+        #[cfg(feature = "admin")] 70 => return Some(x::decode_struct_object::<VirtualMachineMemoryReservationSpec>(r)),
+        71 => return Some(x::decode_struct_object::<VirtualMachineMessage>(r)),
+        72 => return Some(x::decode_struct_object::<VirtualMachineMetadataManagerVmMetadata>(r)),
+        73 => return Some(x::decode_struct_object::<VirtualMachineMetadataManagerVmMetadataInput>(r)),
+        75 => return Some(x::decode_struct_object::<VirtualMachineMetadataManagerVmMetadataOwner>(r)),
+        77 => return Some(x::decode_struct_object::<VirtualMachineMetadataManagerVmMetadataResult>(r)),
+        78 => return Some(x::decode_struct_object::<VirtualMachineMksConnection>(r)),
+        79 => return Some(x::decode_struct_object::<VirtualMachineMksTicket>(r)),
+        82 => return Some(x::decode_struct_object::<VirtualMachineNetworkInfo>(r)),
+        83 => return Some(x::decode_struct_object::<VirtualMachineNetworkShaperInfo>(r)),
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigInfoNpivWwnType(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigInfoSwapPlacementType(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigSpecEncryptedFtModes(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigSpecEncryptedVMotionModes(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigSpecNpivWwnOp(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConnectionState(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCryptoState(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFaultToleranceState(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFaultToleranceType(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutExFileType(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFlagInfoMonitorType(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFlagInfoVirtualExecUsage(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFlagInfoVirtualMmuUsage(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineForkConfigInfoChildType(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestArchitecture(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestOsFamily(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestOsIdentifier(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestState(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineHtSharing(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryAllocationPolicy(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadataOp(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMovePriority(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineNeedSecondaryReason(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    VirtualBusLogicController(Box<VirtualBusLogicController>),
-    VirtualBusLogicControllerOption(Box<VirtualBusLogicControllerOption>),
-    VirtualCdrom(Box<VirtualCdrom>),
-    VirtualCdromAtapiBackingInfo(Box<VirtualCdromAtapiBackingInfo>),
-    VirtualCdromAtapiBackingOption(Box<VirtualCdromAtapiBackingOption>),
-    VirtualCdromIsoBackingInfo(Box<VirtualCdromIsoBackingInfo>),
-    VirtualCdromIsoBackingOption(Box<VirtualCdromIsoBackingOption>),
-    VirtualCdromOption(Box<VirtualCdromOption>),
-    VirtualCdromPassthroughBackingInfo(Box<VirtualCdromPassthroughBackingInfo>),
-    VirtualCdromPassthroughBackingOption(Box<VirtualCdromPassthroughBackingOption>),
-    VirtualCdromRemoteAtapiBackingInfo(Box<VirtualCdromRemoteAtapiBackingInfo>),
-    VirtualCdromRemoteAtapiBackingOption(Box<VirtualCdromRemoteAtapiBackingOption>),
-    VirtualCdromRemotePassthroughBackingInfo(Box<VirtualCdromRemotePassthroughBackingInfo>),
-    VirtualCdromRemotePassthroughBackingOption(Box<VirtualCdromRemotePassthroughBackingOption>),
-    VirtualController(Box<VirtualController>),
-    VirtualControllerOption(Box<VirtualControllerOption>),
-    VirtualDevice(Box<VirtualDevice>),
-    VirtualDeviceBackingInfo(Box<VirtualDeviceBackingInfo>),
-    VirtualDeviceBackingOption(Box<VirtualDeviceBackingOption>),
-    VirtualDeviceBusSlotInfo(Box<VirtualDeviceBusSlotInfo>),
-    VirtualDeviceBusSlotOption(Box<VirtualDeviceBusSlotOption>),
-    VirtualDeviceConfigSpec(Box<VirtualDeviceConfigSpec>),
-    VirtualDeviceConfigSpecBackingSpec(Box<VirtualDeviceConfigSpecBackingSpec>),
-    VirtualDeviceConfigSpecChangeMode(Box<VirtualDeviceConfigSpecChangeMode>),
-    VirtualDeviceConfigSpecFileOperation(Box<VirtualDeviceConfigSpecFileOperation>),
-    VirtualDeviceConfigSpecOperation(Box<VirtualDeviceConfigSpecOperation>),
-    VirtualDeviceConnectInfo(Box<VirtualDeviceConnectInfo>),
-    VirtualDeviceConnectInfoMigrateConnectOp(Box<VirtualDeviceConnectInfoMigrateConnectOp>),
-    VirtualDeviceConnectInfoStatus(Box<VirtualDeviceConnectInfoStatus>),
-    VirtualDeviceConnectOption(Box<VirtualDeviceConnectOption>),
-    VirtualDeviceDeviceBackingInfo(Box<VirtualDeviceDeviceBackingInfo>),
-    VirtualDeviceDeviceBackingOption(Box<VirtualDeviceDeviceBackingOption>),
-    VirtualDeviceDeviceGroupInfo(Box<VirtualDeviceDeviceGroupInfo>),
-    VirtualDeviceFileBackingInfo(Box<VirtualDeviceFileBackingInfo>),
-    VirtualDeviceFileBackingOption(Box<VirtualDeviceFileBackingOption>),
-    VirtualDeviceFileExtension(Box<VirtualDeviceFileExtension>),
-    VirtualDeviceOption(Box<VirtualDeviceOption>),
-    VirtualDevicePciBusSlotInfo(Box<VirtualDevicePciBusSlotInfo>),
-    VirtualDevicePipeBackingInfo(Box<VirtualDevicePipeBackingInfo>),
-    VirtualDevicePipeBackingOption(Box<VirtualDevicePipeBackingOption>),
-    VirtualDeviceRemoteDeviceBackingInfo(Box<VirtualDeviceRemoteDeviceBackingInfo>),
-    VirtualDeviceRemoteDeviceBackingOption(Box<VirtualDeviceRemoteDeviceBackingOption>),
-    VirtualDeviceURIBackingInfo(Box<VirtualDeviceURIBackingInfo>),
-    VirtualDeviceURIBackingOption(Box<VirtualDeviceURIBackingOption>),
-    VirtualDeviceURIBackingOptionDirection(Box<VirtualDeviceURIBackingOptionDirection>),
-    VirtualDisk(Box<VirtualDisk>),
-    VirtualDiskAdapterType(Box<VirtualDiskAdapterType>),
-    VirtualDiskAntiAffinityRuleSpec(Box<VirtualDiskAntiAffinityRuleSpec>),
-    #[cfg(feature = "all-faults")] VirtualDiskBlocksNotFullyProvisioned(Box<VirtualDiskBlocksNotFullyProvisioned>),
-    VirtualDiskCompatibilityMode(Box<VirtualDiskCompatibilityMode>),
-    VirtualDiskConfigSpec(Box<VirtualDiskConfigSpec>),
-    VirtualDiskDeltaDiskFormat(Box<VirtualDiskDeltaDiskFormat>),
-    VirtualDiskDeltaDiskFormatVariant(Box<VirtualDiskDeltaDiskFormatVariant>),
-    VirtualDiskDeltaDiskFormatsSupported(Box<VirtualDiskDeltaDiskFormatsSupported>),
-    VirtualDiskDiskChainBrokenIssue(Box<VirtualDiskDiskChainBrokenIssue>),
-    VirtualDiskFlatVer1BackingInfo(Box<VirtualDiskFlatVer1BackingInfo>),
-    VirtualDiskFlatVer1BackingOption(Box<VirtualDiskFlatVer1BackingOption>),
-    VirtualDiskFlatVer2BackingInfo(Box<VirtualDiskFlatVer2BackingInfo>),
-    VirtualDiskFlatVer2BackingOption(Box<VirtualDiskFlatVer2BackingOption>),
-    VirtualDiskId(Box<VirtualDiskId>),
-    VirtualDiskLocalPMemBackingInfo(Box<VirtualDiskLocalPMemBackingInfo>),
-    VirtualDiskLocalPMemBackingOption(Box<VirtualDiskLocalPMemBackingOption>),
-    VirtualDiskMode(Box<VirtualDiskMode>),
-    #[cfg(feature = "all-faults")] VirtualDiskModeNotSupported(Box<VirtualDiskModeNotSupported>),
-    VirtualDiskOption(Box<VirtualDiskOption>),
-    VirtualDiskOptionVFlashCacheConfigOption(Box<VirtualDiskOptionVFlashCacheConfigOption>),
-    VirtualDiskPartitionedRawDiskVer2BackingInfo(Box<VirtualDiskPartitionedRawDiskVer2BackingInfo>),
-    VirtualDiskPartitionedRawDiskVer2BackingOption(Box<VirtualDiskPartitionedRawDiskVer2BackingOption>),
-    VirtualDiskRawDiskMappingVer1BackingInfo(Box<VirtualDiskRawDiskMappingVer1BackingInfo>),
-    VirtualDiskRawDiskMappingVer1BackingOption(Box<VirtualDiskRawDiskMappingVer1BackingOption>),
-    VirtualDiskRawDiskVer2BackingInfo(Box<VirtualDiskRawDiskVer2BackingInfo>),
-    VirtualDiskRawDiskVer2BackingOption(Box<VirtualDiskRawDiskVer2BackingOption>),
+    VirtualMachineConfigInfoNpivWwnType(Box<VirtualMachineConfigInfoNpivWwnType>),
+    VirtualMachineConfigInfoSwapPlacementType(Box<VirtualMachineConfigInfoSwapPlacementType>),
+    VirtualMachineConfigSpecEncryptedFtModes(Box<VirtualMachineConfigSpecEncryptedFtModes>),
+    VirtualMachineConfigSpecEncryptedVMotionModes(Box<VirtualMachineConfigSpecEncryptedVMotionModes>),
+    VirtualMachineConfigSpecNpivWwnOp(Box<VirtualMachineConfigSpecNpivWwnOp>),
+    VirtualMachineConnectionState(Box<VirtualMachineConnectionState>),
+    VirtualMachineCryptoState(Box<VirtualMachineCryptoState>),
+    VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(Box<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther>),
+    VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(Box<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm>),
+    VirtualMachineFaultToleranceState(Box<VirtualMachineFaultToleranceState>),
+    VirtualMachineFaultToleranceType(Box<VirtualMachineFaultToleranceType>),
+    VirtualMachineFileLayoutExFileType(Box<VirtualMachineFileLayoutExFileType>),
+    VirtualMachineFlagInfoMonitorType(Box<VirtualMachineFlagInfoMonitorType>),
+    VirtualMachineFlagInfoVirtualExecUsage(Box<VirtualMachineFlagInfoVirtualExecUsage>),
+    VirtualMachineFlagInfoVirtualMmuUsage(Box<VirtualMachineFlagInfoVirtualMmuUsage>),
+    VirtualMachineForkConfigInfoChildType(Box<VirtualMachineForkConfigInfoChildType>),
+    VirtualMachineGuestArchitecture(Box<VirtualMachineGuestArchitecture>),
+    VirtualMachineGuestOsFamily(Box<VirtualMachineGuestOsFamily>),
+    VirtualMachineGuestOsIdentifier(Box<VirtualMachineGuestOsIdentifier>),
+    VirtualMachineGuestState(Box<VirtualMachineGuestState>),
+    VirtualMachineHtSharing(Box<VirtualMachineHtSharing>),
+    VirtualMachineMemoryAllocationPolicy(Box<VirtualMachineMemoryAllocationPolicy>),
+    VirtualMachineMetadataManagerVmMetadataOp(Box<VirtualMachineMetadataManagerVmMetadataOp>),
+    VirtualMachineMetadataManagerVmMetadataOwnerOwner(Box<VirtualMachineMetadataManagerVmMetadataOwnerOwner>),
+    VirtualMachineMovePriority(Box<VirtualMachineMovePriority>),
+    VirtualMachineNeedSecondaryReason(Box<VirtualMachineNeedSecondaryReason>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -370,164 +856,35 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualBusLogicController(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualBusLogicControllerOption(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdrom(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromAtapiBackingInfo(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromAtapiBackingOption(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromIsoBackingInfo(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromIsoBackingOption(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromOption(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromPassthroughBackingInfo(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromPassthroughBackingOption(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromRemoteAtapiBackingInfo(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromRemoteAtapiBackingOption(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromRemotePassthroughBackingInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromRemotePassthroughBackingOption(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualController(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualControllerOption(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDevice(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceBusSlotInfo(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceBusSlotOption(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpec(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecBackingSpec(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecChangeMode(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecFileOperation(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecOperation(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectInfo(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectInfoMigrateConnectOp(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectInfoStatus(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectOption(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceDeviceGroupInfo(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceFileBackingInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceFileBackingOption(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceFileExtension(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceOption(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDevicePciBusSlotInfo(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDevicePipeBackingInfo(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDevicePipeBackingOption(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceRemoteDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceRemoteDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceURIBackingInfo(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceURIBackingOption(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceURIBackingOptionDirection(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDisk(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskAdapterType(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskAntiAffinityRuleSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskBlocksNotFullyProvisioned(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskCompatibilityMode(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskConfigSpec(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormat(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormatVariant(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormatsSupported(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDiskChainBrokenIssue(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskFlatVer1BackingInfo(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskFlatVer1BackingOption(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskFlatVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskFlatVer2BackingOption(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskId(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskLocalPMemBackingInfo(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskLocalPMemBackingOption(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskMode(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskModeNotSupported(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskOption(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskOptionVFlashCacheConfigOption(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRawDiskMappingVer1BackingInfo(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRawDiskMappingVer1BackingOption(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRawDiskVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRawDiskVer2BackingOption(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::VirtualBusLogicController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualBusLogicControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdrom(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromAtapiBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromAtapiBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromIsoBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromIsoBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromPassthroughBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromPassthroughBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromRemoteAtapiBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromRemoteAtapiBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromRemotePassthroughBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualCdromRemotePassthroughBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceBusSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceBusSlotOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConfigSpecBackingSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConfigSpecChangeMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConfigSpecFileOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConfigSpecOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConnectInfoStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceConnectOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceDeviceGroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceFileBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceFileBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceFileExtension(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDevicePciBusSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDevicePipeBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDevicePipeBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceRemoteDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceRemoteDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceURIBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceURIBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDeviceURIBackingOptionDirection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskAdapterType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskAntiAffinityRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VirtualDiskBlocksNotFullyProvisioned(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskCompatibilityMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskDeltaDiskFormat(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskDeltaDiskFormatVariant(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskDeltaDiskFormatsSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskDiskChainBrokenIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskFlatVer1BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskFlatVer1BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskFlatVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskFlatVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskLocalPMemBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskLocalPMemBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskMode(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VirtualDiskModeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskOptionVFlashCacheConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskRawDiskVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskRawDiskVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineConfigInfoNpivWwnType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineConfigInfoSwapPlacementType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineConfigSpecEncryptedFtModes(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineConfigSpecNpivWwnOp(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineCryptoState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineFaultToleranceState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineFaultToleranceType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineFileLayoutExFileType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineFlagInfoMonitorType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineFlagInfoVirtualExecUsage(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineForkConfigInfoChildType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineGuestArchitecture(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineGuestOsFamily(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineGuestOsIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineGuestState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineHtSharing(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineMemoryAllocationPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineMetadataManagerVmMetadataOp(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineMovePriority(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineNeedSecondaryReason(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -541,78 +898,32 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::VirtualBusLogicController(_) => "VirtualBusLogicController",
-            Object::VirtualBusLogicControllerOption(_) => "VirtualBusLogicControllerOption",
-            Object::VirtualCdrom(_) => "VirtualCdrom",
-            Object::VirtualCdromAtapiBackingInfo(_) => "VirtualCdromAtapiBackingInfo",
-            Object::VirtualCdromAtapiBackingOption(_) => "VirtualCdromAtapiBackingOption",
-            Object::VirtualCdromIsoBackingInfo(_) => "VirtualCdromIsoBackingInfo",
-            Object::VirtualCdromIsoBackingOption(_) => "VirtualCdromIsoBackingOption",
-            Object::VirtualCdromOption(_) => "VirtualCdromOption",
-            Object::VirtualCdromPassthroughBackingInfo(_) => "VirtualCdromPassthroughBackingInfo",
-            Object::VirtualCdromPassthroughBackingOption(_) => "VirtualCdromPassthroughBackingOption",
-            Object::VirtualCdromRemoteAtapiBackingInfo(_) => "VirtualCdromRemoteAtapiBackingInfo",
-            Object::VirtualCdromRemoteAtapiBackingOption(_) => "VirtualCdromRemoteAtapiBackingOption",
-            Object::VirtualCdromRemotePassthroughBackingInfo(_) => "VirtualCdromRemotePassthroughBackingInfo",
-            Object::VirtualCdromRemotePassthroughBackingOption(_) => "VirtualCdromRemotePassthroughBackingOption",
-            Object::VirtualController(_) => "VirtualController",
-            Object::VirtualControllerOption(_) => "VirtualControllerOption",
-            Object::VirtualDevice(_) => "VirtualDevice",
-            Object::VirtualDeviceBackingInfo(_) => "VirtualDeviceBackingInfo",
-            Object::VirtualDeviceBackingOption(_) => "VirtualDeviceBackingOption",
-            Object::VirtualDeviceBusSlotInfo(_) => "VirtualDeviceBusSlotInfo",
-            Object::VirtualDeviceBusSlotOption(_) => "VirtualDeviceBusSlotOption",
-            Object::VirtualDeviceConfigSpec(_) => "VirtualDeviceConfigSpec",
-            Object::VirtualDeviceConfigSpecBackingSpec(_) => "VirtualDeviceConfigSpecBackingSpec",
-            Object::VirtualDeviceConfigSpecChangeMode(_) => "VirtualDeviceConfigSpecChangeMode",
-            Object::VirtualDeviceConfigSpecFileOperation(_) => "VirtualDeviceConfigSpecFileOperation",
-            Object::VirtualDeviceConfigSpecOperation(_) => "VirtualDeviceConfigSpecOperation",
-            Object::VirtualDeviceConnectInfo(_) => "VirtualDeviceConnectInfo",
-            Object::VirtualDeviceConnectInfoMigrateConnectOp(_) => "VirtualDeviceConnectInfoMigrateConnectOp",
-            Object::VirtualDeviceConnectInfoStatus(_) => "VirtualDeviceConnectInfoStatus",
-            Object::VirtualDeviceConnectOption(_) => "VirtualDeviceConnectOption",
-            Object::VirtualDeviceDeviceBackingInfo(_) => "VirtualDeviceDeviceBackingInfo",
-            Object::VirtualDeviceDeviceBackingOption(_) => "VirtualDeviceDeviceBackingOption",
-            Object::VirtualDeviceDeviceGroupInfo(_) => "VirtualDeviceDeviceGroupInfo",
-            Object::VirtualDeviceFileBackingInfo(_) => "VirtualDeviceFileBackingInfo",
-            Object::VirtualDeviceFileBackingOption(_) => "VirtualDeviceFileBackingOption",
-            Object::VirtualDeviceFileExtension(_) => "VirtualDeviceFileExtension",
-            Object::VirtualDeviceOption(_) => "VirtualDeviceOption",
-            Object::VirtualDevicePciBusSlotInfo(_) => "VirtualDevicePciBusSlotInfo",
-            Object::VirtualDevicePipeBackingInfo(_) => "VirtualDevicePipeBackingInfo",
-            Object::VirtualDevicePipeBackingOption(_) => "VirtualDevicePipeBackingOption",
-            Object::VirtualDeviceRemoteDeviceBackingInfo(_) => "VirtualDeviceRemoteDeviceBackingInfo",
-            Object::VirtualDeviceRemoteDeviceBackingOption(_) => "VirtualDeviceRemoteDeviceBackingOption",
-            Object::VirtualDeviceURIBackingInfo(_) => "VirtualDeviceURIBackingInfo",
-            Object::VirtualDeviceURIBackingOption(_) => "VirtualDeviceURIBackingOption",
-            Object::VirtualDeviceURIBackingOptionDirection(_) => "VirtualDeviceURIBackingOptionDirection",
-            Object::VirtualDisk(_) => "VirtualDisk",
-            Object::VirtualDiskAdapterType(_) => "VirtualDiskAdapterType",
-            Object::VirtualDiskAntiAffinityRuleSpec(_) => "VirtualDiskAntiAffinityRuleSpec",
-            #[cfg(feature = "all-faults")] Object::VirtualDiskBlocksNotFullyProvisioned(_) => "VirtualDiskBlocksNotFullyProvisioned",
-            Object::VirtualDiskCompatibilityMode(_) => "VirtualDiskCompatibilityMode",
-            Object::VirtualDiskConfigSpec(_) => "VirtualDiskConfigSpec",
-            Object::VirtualDiskDeltaDiskFormat(_) => "VirtualDiskDeltaDiskFormat",
-            Object::VirtualDiskDeltaDiskFormatVariant(_) => "VirtualDiskDeltaDiskFormatVariant",
-            Object::VirtualDiskDeltaDiskFormatsSupported(_) => "VirtualDiskDeltaDiskFormatsSupported",
-            Object::VirtualDiskDiskChainBrokenIssue(_) => "VirtualDiskDiskChainBrokenIssue",
-            Object::VirtualDiskFlatVer1BackingInfo(_) => "VirtualDiskFlatVer1BackingInfo",
-            Object::VirtualDiskFlatVer1BackingOption(_) => "VirtualDiskFlatVer1BackingOption",
-            Object::VirtualDiskFlatVer2BackingInfo(_) => "VirtualDiskFlatVer2BackingInfo",
-            Object::VirtualDiskFlatVer2BackingOption(_) => "VirtualDiskFlatVer2BackingOption",
-            Object::VirtualDiskId(_) => "VirtualDiskId",
-            Object::VirtualDiskLocalPMemBackingInfo(_) => "VirtualDiskLocalPMemBackingInfo",
-            Object::VirtualDiskLocalPMemBackingOption(_) => "VirtualDiskLocalPMemBackingOption",
-            Object::VirtualDiskMode(_) => "VirtualDiskMode",
-            #[cfg(feature = "all-faults")] Object::VirtualDiskModeNotSupported(_) => "VirtualDiskModeNotSupported",
-            Object::VirtualDiskOption(_) => "VirtualDiskOption",
-            Object::VirtualDiskOptionVFlashCacheConfigOption(_) => "VirtualDiskOptionVFlashCacheConfigOption",
-            Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(_) => "VirtualDiskPartitionedRawDiskVer2BackingInfo",
-            Object::VirtualDiskPartitionedRawDiskVer2BackingOption(_) => "VirtualDiskPartitionedRawDiskVer2BackingOption",
-            Object::VirtualDiskRawDiskMappingVer1BackingInfo(_) => "VirtualDiskRawDiskMappingVer1BackingInfo",
-            Object::VirtualDiskRawDiskMappingVer1BackingOption(_) => "VirtualDiskRawDiskMappingVer1BackingOption",
-            Object::VirtualDiskRawDiskVer2BackingInfo(_) => "VirtualDiskRawDiskVer2BackingInfo",
-            Object::VirtualDiskRawDiskVer2BackingOption(_) => "VirtualDiskRawDiskVer2BackingOption",
+            Object::VirtualMachineConfigInfoNpivWwnType(_) => "VirtualMachineConfigInfoNpivWwnType",
+            Object::VirtualMachineConfigInfoSwapPlacementType(_) => "VirtualMachineConfigInfoSwapPlacementType",
+            Object::VirtualMachineConfigSpecEncryptedFtModes(_) => "VirtualMachineConfigSpecEncryptedFtModes",
+            Object::VirtualMachineConfigSpecEncryptedVMotionModes(_) => "VirtualMachineConfigSpecEncryptedVMotionModes",
+            Object::VirtualMachineConfigSpecNpivWwnOp(_) => "VirtualMachineConfigSpecNpivWwnOp",
+            Object::VirtualMachineConnectionState(_) => "VirtualMachineConnectionState",
+            Object::VirtualMachineCryptoState(_) => "VirtualMachineCryptoState",
+            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(_) => "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther",
+            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(_) => "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm",
+            Object::VirtualMachineFaultToleranceState(_) => "VirtualMachineFaultToleranceState",
+            Object::VirtualMachineFaultToleranceType(_) => "VirtualMachineFaultToleranceType",
+            Object::VirtualMachineFileLayoutExFileType(_) => "VirtualMachineFileLayoutExFileType",
+            Object::VirtualMachineFlagInfoMonitorType(_) => "VirtualMachineFlagInfoMonitorType",
+            Object::VirtualMachineFlagInfoVirtualExecUsage(_) => "VirtualMachineFlagInfoVirtualExecUsage",
+            Object::VirtualMachineFlagInfoVirtualMmuUsage(_) => "VirtualMachineFlagInfoVirtualMmuUsage",
+            Object::VirtualMachineForkConfigInfoChildType(_) => "VirtualMachineForkConfigInfoChildType",
+            Object::VirtualMachineGuestArchitecture(_) => "VirtualMachineGuestArchitecture",
+            Object::VirtualMachineGuestOsFamily(_) => "VirtualMachineGuestOsFamily",
+            Object::VirtualMachineGuestOsIdentifier(_) => "VirtualMachineGuestOsIdentifier",
+            Object::VirtualMachineGuestState(_) => "VirtualMachineGuestState",
+            Object::VirtualMachineHtSharing(_) => "VirtualMachineHtSharing",
+            Object::VirtualMachineMemoryAllocationPolicy(_) => "VirtualMachineMemoryAllocationPolicy",
+            Object::VirtualMachineMetadataManagerVmMetadataOp(_) => "VirtualMachineMetadataManagerVmMetadataOp",
+            Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(_) => "VirtualMachineMetadataManagerVmMetadataOwnerOwner",
+            Object::VirtualMachineMovePriority(_) => "VirtualMachineMovePriority",
+            Object::VirtualMachineNeedSecondaryReason(_) => "VirtualMachineNeedSecondaryReason",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -632,1231 +943,449 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::VirtualBusLogicController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualBusLogicControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdrom(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromAtapiBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromAtapiBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromIsoBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromIsoBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromPassthroughBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromPassthroughBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromRemoteAtapiBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromRemoteAtapiBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromRemotePassthroughBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualCdromRemotePassthroughBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceBusSlotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceBusSlotOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConfigSpecBackingSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConfigSpecChangeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConfigSpecFileOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConfigSpecOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConnectInfoStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceConnectOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceDeviceGroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceFileBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceFileBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceFileExtension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDevicePciBusSlotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDevicePipeBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDevicePipeBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceRemoteDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceRemoteDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceURIBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceURIBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDeviceURIBackingOptionDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskAdapterType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskAntiAffinityRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VirtualDiskBlocksNotFullyProvisioned(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskCompatibilityMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskDeltaDiskFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskDeltaDiskFormatVariant(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskDeltaDiskFormatsSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskDiskChainBrokenIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskFlatVer1BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskFlatVer1BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskFlatVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskFlatVer2BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskLocalPMemBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskLocalPMemBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VirtualDiskModeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskOptionVFlashCacheConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskRawDiskVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskRawDiskVer2BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineConfigInfoNpivWwnType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineConfigInfoSwapPlacementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineConfigSpecEncryptedFtModes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineConfigSpecNpivWwnOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineCryptoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineFaultToleranceState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineFaultToleranceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineFileLayoutExFileType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineFlagInfoMonitorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineFlagInfoVirtualExecUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineForkConfigInfoChildType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineGuestArchitecture(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineGuestOsFamily(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineGuestOsIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineGuestState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineHtSharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineMemoryAllocationPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineMetadataManagerVmMetadataOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineMovePriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineNeedSecondaryReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for VirtualBusLogicController {
+impl x::ObjectType for VirtualMachineConfigInfoNpivWwnType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualBusLogicController(value)
+        Object::VirtualMachineConfigInfoNpivWwnType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualBusLogicController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineConfigInfoNpivWwnType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualBusLogicController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineConfigInfoNpivWwnType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualBusLogicControllerOption {
+impl x::ObjectType for VirtualMachineConfigInfoSwapPlacementType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualBusLogicControllerOption(value)
+        Object::VirtualMachineConfigInfoSwapPlacementType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualBusLogicControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineConfigInfoSwapPlacementType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualBusLogicControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineConfigInfoSwapPlacementType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdrom {
+impl x::ObjectType for VirtualMachineConfigSpecEncryptedFtModes {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdrom(value)
+        Object::VirtualMachineConfigSpecEncryptedFtModes(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdrom(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineConfigSpecEncryptedFtModes(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdrom(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineConfigSpecEncryptedFtModes(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromAtapiBackingInfo {
+impl x::ObjectType for VirtualMachineConfigSpecEncryptedVMotionModes {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromAtapiBackingInfo(value)
+        Object::VirtualMachineConfigSpecEncryptedVMotionModes(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromAtapiBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromAtapiBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromAtapiBackingOption {
+impl x::ObjectType for VirtualMachineConfigSpecNpivWwnOp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromAtapiBackingOption(value)
+        Object::VirtualMachineConfigSpecNpivWwnOp(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromAtapiBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineConfigSpecNpivWwnOp(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromAtapiBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineConfigSpecNpivWwnOp(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromIsoBackingInfo {
+impl x::ObjectType for VirtualMachineConnectionState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromIsoBackingInfo(value)
+        Object::VirtualMachineConnectionState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromIsoBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineConnectionState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromIsoBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineConnectionState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromIsoBackingOption {
+impl x::ObjectType for VirtualMachineCryptoState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromIsoBackingOption(value)
+        Object::VirtualMachineCryptoState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromIsoBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineCryptoState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromIsoBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineCryptoState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromOption {
+impl x::ObjectType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromOption(value)
+        Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromPassthroughBackingInfo {
+impl x::ObjectType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromPassthroughBackingInfo(value)
+        Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromPassthroughBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromPassthroughBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromPassthroughBackingOption {
+impl x::ObjectType for VirtualMachineFaultToleranceState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromPassthroughBackingOption(value)
+        Object::VirtualMachineFaultToleranceState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromPassthroughBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineFaultToleranceState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromPassthroughBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineFaultToleranceState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromRemoteAtapiBackingInfo {
+impl x::ObjectType for VirtualMachineFaultToleranceType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromRemoteAtapiBackingInfo(value)
+        Object::VirtualMachineFaultToleranceType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromRemoteAtapiBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineFaultToleranceType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromRemoteAtapiBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineFaultToleranceType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromRemoteAtapiBackingOption {
+impl x::ObjectType for VirtualMachineFileLayoutExFileType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromRemoteAtapiBackingOption(value)
+        Object::VirtualMachineFileLayoutExFileType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromRemoteAtapiBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineFileLayoutExFileType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromRemoteAtapiBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineFileLayoutExFileType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromRemotePassthroughBackingInfo {
+impl x::ObjectType for VirtualMachineFlagInfoMonitorType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromRemotePassthroughBackingInfo(value)
+        Object::VirtualMachineFlagInfoMonitorType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromRemotePassthroughBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineFlagInfoMonitorType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromRemotePassthroughBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineFlagInfoMonitorType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualCdromRemotePassthroughBackingOption {
+impl x::ObjectType for VirtualMachineFlagInfoVirtualExecUsage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualCdromRemotePassthroughBackingOption(value)
+        Object::VirtualMachineFlagInfoVirtualExecUsage(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromRemotePassthroughBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineFlagInfoVirtualExecUsage(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromRemotePassthroughBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineFlagInfoVirtualExecUsage(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualController {
+impl x::ObjectType for VirtualMachineFlagInfoVirtualMmuUsage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualController(value)
+        Object::VirtualMachineFlagInfoVirtualMmuUsage(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualControllerOption {
+impl x::ObjectType for VirtualMachineForkConfigInfoChildType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualControllerOption(value)
+        Object::VirtualMachineForkConfigInfoChildType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineForkConfigInfoChildType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineForkConfigInfoChildType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDevice {
+impl x::ObjectType for VirtualMachineGuestArchitecture {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDevice(value)
+        Object::VirtualMachineGuestArchitecture(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineGuestArchitecture(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineGuestArchitecture(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceBackingInfo {
+impl x::ObjectType for VirtualMachineGuestOsFamily {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceBackingInfo(value)
+        Object::VirtualMachineGuestOsFamily(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineGuestOsFamily(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineGuestOsFamily(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceBackingOption {
+impl x::ObjectType for VirtualMachineGuestOsIdentifier {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceBackingOption(value)
+        Object::VirtualMachineGuestOsIdentifier(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineGuestOsIdentifier(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineGuestOsIdentifier(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceBusSlotInfo {
+impl x::ObjectType for VirtualMachineGuestState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceBusSlotInfo(value)
+        Object::VirtualMachineGuestState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceBusSlotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineGuestState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceBusSlotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineGuestState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceBusSlotOption {
+impl x::ObjectType for VirtualMachineHtSharing {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceBusSlotOption(value)
+        Object::VirtualMachineHtSharing(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceBusSlotOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineHtSharing(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceBusSlotOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineHtSharing(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceConfigSpec {
+impl x::ObjectType for VirtualMachineMemoryAllocationPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConfigSpec(value)
+        Object::VirtualMachineMemoryAllocationPolicy(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineMemoryAllocationPolicy(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineMemoryAllocationPolicy(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceConfigSpecBackingSpec {
+impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataOp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConfigSpecBackingSpec(value)
+        Object::VirtualMachineMetadataManagerVmMetadataOp(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpecBackingSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpecBackingSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceConfigSpecChangeMode {
+impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataOwnerOwner {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConfigSpecChangeMode(value)
+        Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceConfigSpecFileOperation {
+impl x::ObjectType for VirtualMachineMovePriority {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConfigSpecFileOperation(value)
+        Object::VirtualMachineMovePriority(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineMovePriority(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineMovePriority(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDeviceConfigSpecOperation {
+impl x::ObjectType for VirtualMachineNeedSecondaryReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConfigSpecOperation(value)
+        Object::VirtualMachineNeedSecondaryReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpecOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineNeedSecondaryReason(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpecOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceConnectInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConnectInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceConnectInfoMigrateConnectOp {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConnectInfoMigrateConnectOp(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceConnectInfoStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConnectInfoStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConnectInfoStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConnectInfoStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceConnectOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceConnectOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConnectOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConnectOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceDeviceBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceDeviceBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceDeviceBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceDeviceBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceDeviceGroupInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceDeviceGroupInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceDeviceGroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceDeviceGroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceFileBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceFileBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceFileBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceFileBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceFileBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceFileBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceFileBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceFileBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceFileExtension {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceFileExtension(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceFileExtension(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceFileExtension(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDevicePciBusSlotInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDevicePciBusSlotInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDevicePciBusSlotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDevicePciBusSlotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDevicePipeBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDevicePipeBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDevicePipeBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDevicePipeBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDevicePipeBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDevicePipeBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDevicePipeBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDevicePipeBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceRemoteDeviceBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceRemoteDeviceBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceRemoteDeviceBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceRemoteDeviceBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceRemoteDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceRemoteDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceURIBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceURIBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceURIBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceURIBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceURIBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceURIBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceURIBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceURIBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDeviceURIBackingOptionDirection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDeviceURIBackingOptionDirection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDisk {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDisk(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskAdapterType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskAdapterType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskAdapterType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskAdapterType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskAntiAffinityRuleSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskAntiAffinityRuleSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskAntiAffinityRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskAntiAffinityRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualDiskBlocksNotFullyProvisioned {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskBlocksNotFullyProvisioned(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskBlocksNotFullyProvisioned(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskBlocksNotFullyProvisioned(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskCompatibilityMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskCompatibilityMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskCompatibilityMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskCompatibilityMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskDeltaDiskFormat {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskDeltaDiskFormat(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskDeltaDiskFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskDeltaDiskFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskDeltaDiskFormatVariant {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskDeltaDiskFormatVariant(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskDeltaDiskFormatsSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskDeltaDiskFormatsSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskDeltaDiskFormatsSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskDeltaDiskFormatsSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskDiskChainBrokenIssue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskDiskChainBrokenIssue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskFlatVer1BackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskFlatVer1BackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskFlatVer1BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskFlatVer1BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskFlatVer1BackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskFlatVer1BackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskFlatVer1BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskFlatVer1BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskFlatVer2BackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskFlatVer2BackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskFlatVer2BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskFlatVer2BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskFlatVer2BackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskFlatVer2BackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskFlatVer2BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskFlatVer2BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskId {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskId(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskLocalPMemBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskLocalPMemBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskLocalPMemBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskLocalPMemBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskLocalPMemBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskLocalPMemBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskLocalPMemBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskLocalPMemBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskMode {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskMode(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualDiskModeNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskModeNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskModeNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskModeNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskOptionVFlashCacheConfigOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskOptionVFlashCacheConfigOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskPartitionedRawDiskVer2BackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskPartitionedRawDiskVer2BackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskPartitionedRawDiskVer2BackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskRawDiskMappingVer1BackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskRawDiskMappingVer1BackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskRawDiskMappingVer1BackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskRawDiskMappingVer1BackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskRawDiskVer2BackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskRawDiskVer2BackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRawDiskVer2BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRawDiskVer2BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualDiskRawDiskVer2BackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskRawDiskVer2BackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRawDiskVer2BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRawDiskVer2BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineNeedSecondaryReason(v) => Ok(v), other => Err(other), }
     }
 }

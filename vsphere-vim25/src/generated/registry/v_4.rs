@@ -6,371 +6,787 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1e2c613), x::Name(0x75640f), 0, 2), // VirtualDiskRuleSpec: ClusterRuleInfo
-        x::TypeEntry::enumeration(x::Name(0x1e2da1b), 0, 3), // VirtualDiskRuleSpecRuleType
-        x::TypeEntry::structure(x::Name(0x1e2f61e), x::Name(0x1de0c1c), 2, 10), // VirtualDiskSeSparseBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e31520), x::Name(0x1de291e), 12, 7), // VirtualDiskSeSparseBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1e33612), 3, 2), // VirtualDiskSharing
-        x::TypeEntry::structure(x::Name(0x1e34920), x::Name(0x1de0c1c), 19, 6), // VirtualDiskSparseVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e36a22), x::Name(0x1de291e), 25, 4), // VirtualDiskSparseVer1BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e38d20), x::Name(0x1de0c1c), 29, 9), // VirtualDiskSparseVer2BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e3ae22), x::Name(0x1de291e), 38, 7), // VirtualDiskSparseVer2BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e3d10f), x::Name(0xbb9c0b), 45, 2), // VirtualDiskSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1e3e10f), 5, 13), // VirtualDiskType
-        x::TypeEntry::structure(x::Name(0x1e3f120), x::Name(0xbb9c0b), 47, 5), // VirtualDiskVFlashCacheConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1e41234), 18, 2), // VirtualDiskVFlashCacheConfigInfoCacheConsistencyType
-        x::TypeEntry::enumeration(x::Name(0x1e44729), 20, 2), // VirtualDiskVFlashCacheConfigInfoCacheMode
-        x::TypeEntry::structure(x::Name(0x1e4710c), x::Name(0x1e4df13), 52, 0), // VirtualE1000: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1e47e12), x::Name(0x1e6b719), 52, 0), // VirtualE1000Option: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1e4910d), x::Name(0x1e4df13), 52, 0), // VirtualE1000e: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1e49f13), x::Name(0x1e6b719), 52, 0), // VirtualE1000eOption: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1e4b312), x::Name(0x20acf10), 52, 0), // VirtualEnsoniq1371: VirtualSoundCard
-        x::TypeEntry::structure(x::Name(0x1e4c618), x::Name(0x20b2616), 52, 0), // VirtualEnsoniq1371Option: VirtualSoundCardOption
-        x::TypeEntry::structure(x::Name(0x1e4df13), x::Name(0x1dc1a0d), 52, 7), // VirtualEthernetCard: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e4f326), x::Name(0x1dc411a), 59, 0), // VirtualEthernetCardDVPortBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e51a34), x::Name(0x1dc2818), 59, 1), // VirtualEthernetCardDistributedVirtualPortBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e54f2b), x::Name(0x1ddaf1e), 60, 0), // VirtualEthernetCardLegacyNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e57b2d), x::Name(0x1ddce20), 60, 0), // VirtualEthernetCardLegacyNetworkBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1e5a92a), 22, 3), // VirtualEthernetCardLegacyNetworkDeviceName
-        x::TypeEntry::enumeration(x::Name(0x1e5d41a), 25, 3), // VirtualEthernetCardMacType
-        x::TypeEntry::structure(x::Name(0x1e5ef25), x::Name(0x1ddaf1e), 60, 2), // VirtualEthernetCardNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e61527), x::Name(0x1ddce20), 62, 0), // VirtualEthernetCardNetworkBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e63d1f), x::Name(0x9fe612), 62, 0), // VirtualEthernetCardNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1e65d2b), x::Name(0x1dc2818), 62, 2), // VirtualEthernetCardOpaqueNetworkBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e6892d), x::Name(0x1dc411a), 64, 0), // VirtualEthernetCardOpaqueNetworkBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e6b719), x::Name(0x1de6313), 64, 5), // VirtualEthernetCardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e6d125), x::Name(0xbb9c0b), 69, 3), // VirtualEthernetCardResourceAllocation: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e6f70d), x::Name(0x1dc1a0d), 72, 0), // VirtualFloppy: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e7051e), x::Name(0x1ddaf1e), 72, 0), // VirtualFloppyDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e72420), x::Name(0x1ddce20), 72, 0), // VirtualFloppyDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e7451d), x::Name(0x1de0c1c), 72, 0), // VirtualFloppyImageBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e7631f), x::Name(0x1de291e), 72, 0), // VirtualFloppyImageBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e78313), x::Name(0x1de6313), 72, 0), // VirtualFloppyOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e79724), x::Name(0x1decf24), 72, 0), // VirtualFloppyRemoteDeviceBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e7bc26), x::Name(0x1def426), 72, 0), // VirtualFloppyRemoteDeviceBackingOption: VirtualDeviceRemoteDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e7e30f), x::Name(0xbb9c0b), 72, 9), // VirtualHardware: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e7f321), x::Name(0x210340d), 81, 0), // VirtualHardwareCompatibilityIssue: VmConfigFault
-        x::TypeEntry::enumeration(x::Name(0x1e81520), 28, 2), // VirtualHardwareMotherboardLayout
-        x::TypeEntry::structure(x::Name(0x1e83615), x::Name(0xbb9c0b), 81, 28), // VirtualHardwareOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e84c22), x::Name(0x1e7f321), 109, 2), // VirtualHardwareVersionNotSupported: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x1e86f12), x::Name(0x20acf10), 111, 0), // VirtualHdAudioCard: VirtualSoundCard
-        x::TypeEntry::structure(x::Name(0x1e88218), x::Name(0x20b2616), 111, 0), // VirtualHdAudioCardOption: VirtualSoundCardOption
-        x::TypeEntry::structure(x::Name(0x1e89b14), x::Name(0x1dbf011), 111, 0), // VirtualIDEController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1e8b01a), x::Name(0x1dc0217), 111, 2), // VirtualIDEControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1e8cb0f), x::Name(0x1dc1a0d), 113, 0), // VirtualKeyboard: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e8db15), x::Name(0x1de6313), 113, 0), // VirtualKeyboardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e8f119), x::Name(0x207fe15), 113, 0), // VirtualLsiLogicController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1e90b1f), x::Name(0x208141b), 113, 0), // VirtualLsiLogicControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1e92b1c), x::Name(0x207fe15), 113, 0), // VirtualLsiLogicSASController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1e94822), x::Name(0x208141b), 113, 0), // VirtualLsiLogicSASControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1e97a1a), x::Name(0xbb9c0b), 113, 1), // VirtualMachineAffinityInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1e99524), 30, 3), // VirtualMachineAppHeartbeatStatusType
-        x::TypeEntry::structure(x::Name(0x1e9ba27), x::Name(0xbb9c0b), 114, 0), // VirtualMachineBaseIndependentFilterSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e9e219), x::Name(0xbb9c0b), 114, 7), // VirtualMachineBootOptions: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e9fc2c), x::Name(0x1ea2927), 121, 0), // VirtualMachineBootOptionsBootableCdromDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1ea2927), x::Name(0xbb9c0b), 121, 0), // VirtualMachineBootOptionsBootableDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ea512b), x::Name(0x1ea2927), 121, 1), // VirtualMachineBootOptionsBootableDiskDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1ea7d2f), x::Name(0x1ea2927), 122, 1), // VirtualMachineBootOptionsBootableEthernetDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1eaad2d), x::Name(0x1ea2927), 123, 0), // VirtualMachineBootOptionsBootableFloppyDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::enumeration(x::Name(0x1eadb30), 33, 2), // VirtualMachineBootOptionsNetworkBootProtocolType
-        x::TypeEntry::structure(x::Name(0x1eb0c18), x::Name(0xbb9c0b), 123, 52), // VirtualMachineCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1eb2517), x::Name(0x1fc7f18), 175, 1), // VirtualMachineCdromInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1eb3d1c), x::Name(0xbb9c0b), 176, 2), // VirtualMachineCertThumbprint: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f7991a), x::Name(0x1fc7f18), 0, 0), // VirtualMachineParallelInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f7b420), x::Name(0x1fc7f18), 0, 2), // VirtualMachinePciPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f7d529), x::Name(0x1fc7f18), 2, 1), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1f7ff1e), 0, 4), // VirtualMachinePowerOffBehavior
+        x::TypeEntry::enumeration(x::Name(0x1f81e19), 4, 3), // VirtualMachinePowerOpType
+        x::TypeEntry::enumeration(x::Name(0x1f83818), 7, 3), // VirtualMachinePowerState
+        x::TypeEntry::structure(x::Name(0x1f85120), x::Name(0x1fc7f18), 3, 1), // VirtualMachinePrecisionClockInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f8721c), x::Name(0xbb9c0b), 4, 2), // VirtualMachineProfileDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f88f2e), x::Name(0xbb9c0b), 6, 2), // VirtualMachineProfileDetailsDiskProfileDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8be1c), x::Name(0xbb9c0b), 8, 2), // VirtualMachineProfileRawData: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8db19), x::Name(0xbb9c0b), 10, 0), // VirtualMachineProfileSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8f51e), x::Name(0xbb9c0b), 10, 2), // VirtualMachinePropertyRelation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f9141a), x::Name(0xbb9c0b), 12, 4), // VirtualMachineQuestionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f92f18), x::Name(0xbb9c0b), 16, 24), // VirtualMachineQuickStats: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f94827), x::Name(0xbb9c0b), 40, 2), // VirtualMachineQuickStatsMemoryTierStats: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f9701f), 10, 3), // VirtualMachineRecordReplayState
+        x::TypeEntry::enumeration(x::Name(0x1f99025), 13, 5), // VirtualMachineRelocateDiskMoveOptions
+        x::TypeEntry::structure(x::Name(0x1f9b61a), x::Name(0xbb9c0b), 42, 13), // VirtualMachineRelocateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f9d125), x::Name(0xbb9c0b), 55, 7), // VirtualMachineRelocateSpecDiskLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f9f730), x::Name(0xbb9c0b), 62, 2), // VirtualMachineRelocateSpecDiskLocatorBackingSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fa2824), 18, 2), // VirtualMachineRelocateTransformation
+        x::TypeEntry::structure(x::Name(0x1fa4d19), x::Name(0xbb9c0b), 64, 37), // VirtualMachineRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fa672b), x::Name(0xbb9c0b), 101, 1), // VirtualMachineRuntimeInfoDasProtectionState: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fa9320), x::Name(0x1f0111c), 102, 3), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineDiskDeviceInfo
+        x::TypeEntry::structure(x::Name(0x1fab421), x::Name(0x1fc7f18), 105, 3), // VirtualMachineScsiPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1fad621), 20, 12), // VirtualMachineScsiPassthroughType
+        x::TypeEntry::structure(x::Name(0x1faf818), x::Name(0x1fc7f18), 108, 0), // VirtualMachineSerialInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1fb1115), x::Name(0xbb9c0b), 108, 4), // VirtualMachineSgxInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fb271d), 32, 2), // VirtualMachineSgxInfoFlcModes
+        x::TypeEntry::structure(x::Name(0x1fb451b), x::Name(0x1fc7f18), 112, 4), // VirtualMachineSgxTargetInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1fb611a), x::Name(0xbb9c0b), 116, 2), // VirtualMachineSnapshotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fb7c1a), x::Name(0xbb9c0b), 118, 11), // VirtualMachineSnapshotTree: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fb9717), x::Name(0x1fc7f18), 129, 0), // VirtualMachineSoundInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1fbaf21), x::Name(0xbb9c0b), 129, 1), // VirtualMachineSriovDevicePoolInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fbd117), x::Name(0x1f7b420), 130, 3), // VirtualMachineSriovInfo: VirtualMachinePciPassthroughInfo
+        x::TypeEntry::structure(x::Name(0x1fbe928), x::Name(0x1fbaf21), 133, 2), // VirtualMachineSriovNetworkDevicePoolInfo: VirtualMachineSriovDevicePoolInfo
+        x::TypeEntry::enumeration(x::Name(0x1fc121f), 34, 2), // VirtualMachineStandbyActionType
+        x::TypeEntry::structure(x::Name(0x1fc3219), x::Name(0xbb9c0b), 135, 2), // VirtualMachineStorageInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fc4c1c), x::Name(0xbb9c0b), 137, 4), // VirtualMachineStorageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fc6915), x::Name(0xbb9c0b), 141, 8), // VirtualMachineSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fc7f18), x::Name(0xbb9c0b), 149, 2), // VirtualMachineTargetInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fc9828), 36, 2), // VirtualMachineTargetInfoConfigurationTag
+        x::TypeEntry::structure(x::Name(0x1fcc114), x::Name(0xbb9c0b), 151, 8), // VirtualMachineTicket: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fcd618), 38, 7), // VirtualMachineTicketType
+        x::TypeEntry::enumeration(x::Name(0x1fcef1e), 45, 5), // VirtualMachineToolsInstallType
+        x::TypeEntry::enumeration(x::Name(0x1fd0e20), 50, 3), // VirtualMachineToolsRunningStatus
+        x::TypeEntry::enumeration(x::Name(0x1fd2f19), 53, 4), // VirtualMachineToolsStatus
+        x::TypeEntry::enumeration(x::Name(0x1fd4920), 57, 9), // VirtualMachineToolsVersionStatus
+        x::TypeEntry::structure(x::Name(0x1fd6a1e), x::Name(0xbb9c0b), 159, 4), // VirtualMachineUsageOnDatastore: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fd8915), x::Name(0x1fc7f18), 163, 7), // VirtualMachineUsbInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1fd9f1b), 66, 19), // VirtualMachineUsbInfoFamily
+        x::TypeEntry::enumeration(x::Name(0x1fdbb1a), 85, 7), // VirtualMachineUsbInfoSpeed
+        x::TypeEntry::structure(x::Name(0x1fdd61e), x::Name(0x1fc7f18), 170, 1), // VirtualMachineVFlashModuleInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1fdf518), x::Name(0x1dc1a0d), 171, 4), // VirtualMachineVMCIDevice: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x1fe0e1e), 92, 2), // VirtualMachineVMCIDeviceAction
+        x::TypeEntry::enumeration(x::Name(0x1fe2d21), 94, 3), // VirtualMachineVMCIDeviceDirection
+        x::TypeEntry::structure(x::Name(0x1fe4f22), x::Name(0xbb9c0b), 175, 1), // VirtualMachineVMCIDeviceFilterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fe7222), x::Name(0xbb9c0b), 176, 6), // VirtualMachineVMCIDeviceFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fe951e), x::Name(0x1de6313), 182, 3), // VirtualMachineVMCIDeviceOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1feb42e), x::Name(0xbb9c0b), 185, 5), // VirtualMachineVMCIDeviceOptionFilterSpecOption: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fee320), 97, 6), // VirtualMachineVMCIDeviceProtocol
+        x::TypeEntry::structure(x::Name(0x1ff0414), x::Name(0x1dc1a0d), 190, 0), // VirtualMachineVMIROM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1ff1921), x::Name(0x1fc7f18), 190, 2), // VirtualMachineVMotionStunTimeInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1ff3b18), x::Name(0xbb9c0b), 192, 1), // VirtualMachineVcpuConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ff5423), x::Name(0x1fc7f18), 193, 3), // VirtualMachineVendorDeviceGroupInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1ff7836), x::Name(0xbb9c0b), 196, 5), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ffaf43), 103, 4), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType
+        x::TypeEntry::structure(x::Name(0x1fff31c), x::Name(0x1fc7f18), 201, 7), // VirtualMachineVgpuDeviceInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x200101d), x::Name(0x1fc7f18), 208, 6), // VirtualMachineVgpuProfileInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x2002e29), 107, 2), // VirtualMachineVgpuProfileInfoProfileClass
+        x::TypeEntry::enumeration(x::Name(0x200582b), 109, 2), // VirtualMachineVgpuProfileInfoProfileSharing
+        x::TypeEntry::structure(x::Name(0x2008417), x::Name(0x1dc1a0d), 214, 6), // VirtualMachineVideoCard: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x2009c24), 111, 3), // VirtualMachineVideoCardUse3dRenderer
+        x::TypeEntry::structure(x::Name(0x200c121), x::Name(0xbb9c0b), 220, 1), // VirtualMachineVirtualDeviceGroups: DynamicData
+        x::TypeEntry::structure(x::Name(0x200e32c), x::Name(0xbb9c0b), 221, 2), // VirtualMachineVirtualDeviceGroupsDeviceGroup: DynamicData
+        x::TypeEntry::structure(x::Name(0x2011032), x::Name(0x200e32c), 223, 1), // VirtualMachineVirtualDeviceGroupsVendorDeviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
+        x::TypeEntry::structure(x::Name(0x201431f), x::Name(0xbb9c0b), 224, 1), // VirtualMachineVirtualDeviceSwap: DynamicData
+        x::TypeEntry::structure(x::Name(0x201632d), x::Name(0xbb9c0b), 225, 3), // VirtualMachineVirtualDeviceSwapDeviceSwapInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x201912f), 114, 5), // VirtualMachineVirtualDeviceSwapDeviceSwapStatus
+        x::TypeEntry::structure(x::Name(0x201c119), x::Name(0xbb9c0b), 228, 2), // VirtualMachineVirtualNuma: DynamicData
+        x::TypeEntry::structure(x::Name(0x201db1d), x::Name(0xbb9c0b), 230, 3), // VirtualMachineVirtualNumaInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x201f919), x::Name(0xbb9c0b), 233, 1), // VirtualMachineVirtualPMem: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x2021325), 119, 2), // VirtualMachineVirtualPMemSnapshotMode
+        x::TypeEntry::structure(x::Name(0x2023920), x::Name(0x1f4091e), 234, 4), // VirtualMachineWindowsQuiesceSpec: VirtualMachineGuestQuiesceSpec
+        x::TypeEntry::enumeration(x::Name(0x2025a30), 121, 3), // VirtualMachineWindowsQuiesceSpecVssBackupContext
+        x::TypeEntry::structure(x::Name(0x2028b18), x::Name(0xbb9c0b), 238, 2), // VirtualMachineWipeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x202a40d), x::Name(0x1dc1a0d), 240, 2), // VirtualNVDIMM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x202b218), x::Name(0x1de0c1c), 242, 2), // VirtualNVDIMMBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x202cb17), x::Name(0x1dbf011), 244, 0), // VirtualNVDIMMController: VirtualController
+        x::TypeEntry::structure(x::Name(0x202e31d), x::Name(0x1dc0217), 244, 1), // VirtualNVDIMMControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x2030113), x::Name(0x1de6313), 245, 4), // VirtualNVDIMMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x2031515), x::Name(0x1dbf011), 249, 1), // VirtualNVMEController: VirtualController
+        x::TypeEntry::structure(x::Name(0x2032b1b), x::Name(0x1dc0217), 250, 2), // VirtualNVMEControllerOption: VirtualControllerOption
+        x::TypeEntry::enumeration(x::Name(0x203471c), 124, 2), // VirtualNVMEControllerSharing
+        x::TypeEntry::structure(x::Name(0x203641a), x::Name(0xbb9c0b), 252, 4), // VirtualNicManagerNetConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x2037f14), x::Name(0x1dbf011), 256, 0), // VirtualPCIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x203941a), x::Name(0x1dc0217), 256, 13), // VirtualPCIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x203af15), x::Name(0x1dc1a0d), 269, 0), // VirtualPCIPassthrough: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x203c522), x::Name(0xbb9c0b), 269, 5), // VirtualPCIPassthroughAllowedDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x203e826), x::Name(0x1ddaf1e), 274, 4), // VirtualPCIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2040f28), x::Name(0x1ddce20), 278, 0), // VirtualPCIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x2043823), x::Name(0x1dc2818), 278, 2), // VirtualPCIPassthroughDvxBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2045c25), x::Name(0x1dc411a), 280, 0), // VirtualPCIPassthroughDvxBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x2048227), x::Name(0x1ddaf1e), 280, 3), // VirtualPCIPassthroughDynamicBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x204aa29), x::Name(0x1ddce20), 283, 0), // VirtualPCIPassthroughDynamicBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x204d41b), x::Name(0x1de6313), 283, 0), // VirtualPCIPassthroughOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x204f026), x::Name(0x1dc2818), 283, 0), // VirtualPCIPassthroughPluginBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2051728), x::Name(0x1dc411a), 283, 0), // VirtualPCIPassthroughPluginBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x2054025), x::Name(0x204f026), 283, 4), // VirtualPCIPassthroughVmiopBackingInfo: VirtualPCIPassthroughPluginBackingInfo
+        x::TypeEntry::structure(x::Name(0x2056627), x::Name(0x2051728), 287, 2), // VirtualPCIPassthroughVmiopBackingOption: VirtualPCIPassthroughPluginBackingOption
+        x::TypeEntry::structure(x::Name(0x2058e0e), x::Name(0x1e4df13), 289, 0), // VirtualPCNet32: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x2059d14), x::Name(0x1e6b719), 289, 1), // VirtualPCNet32Option: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x205b214), x::Name(0x1dbf011), 290, 0), // VirtualPS2Controller: VirtualController
+        x::TypeEntry::structure(x::Name(0x205c71a), x::Name(0x1dc0217), 290, 2), // VirtualPS2ControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x205e213), x::Name(0x1dc1a0d), 292, 0), // VirtualParallelPort: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x205f624), x::Name(0x1ddaf1e), 292, 0), // VirtualParallelPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2061b26), x::Name(0x1ddce20), 292, 0), // VirtualParallelPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x2064222), x::Name(0x1de0c1c), 292, 0), // VirtualParallelPortFileBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x2066524), x::Name(0x1de291e), 292, 0), // VirtualParallelPortFileBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x2068a19), x::Name(0x1de6313), 292, 0), // VirtualParallelPortOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x206a415), x::Name(0x1dc1a0d), 292, 0), // VirtualPointingDevice: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x206ba22), x::Name(0x1ddce20), 292, 1), // VirtualPointingDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x206dd26), x::Name(0x1ddaf1e), 293, 1), // VirtualPointingDeviceDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::enumeration(x::Name(0x207041f), 126, 8), // VirtualPointingDeviceHostChoice
+        x::TypeEntry::structure(x::Name(0x207241b), x::Name(0x1de6313), 294, 0), // VirtualPointingDeviceOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x2074015), x::Name(0x1dc1a0d), 294, 0), // VirtualPrecisionClock: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x207561b), x::Name(0x1de6313), 294, 0), // VirtualPrecisionClockOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x207722b), x::Name(0x1dc2818), 294, 1), // VirtualPrecisionClockSystemClockBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2079e2d), x::Name(0x1dc411a), 295, 1), // VirtualPrecisionClockSystemClockBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x207cc15), x::Name(0x1dbf011), 296, 0), // VirtualSATAController: VirtualController
+        x::TypeEntry::structure(x::Name(0x207e21b), x::Name(0x1dc0217), 296, 2), // VirtualSATAControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x207fe15), x::Name(0x1dbf011), 298, 3), // VirtualSCSIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x208141b), x::Name(0x1dc0217), 301, 7), // VirtualSCSIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x2083016), x::Name(0x1dc1a0d), 308, 0), // VirtualSCSIPassthrough: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x2084727), x::Name(0x1ddaf1e), 308, 0), // VirtualSCSIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2086f29), x::Name(0x1ddce20), 308, 0), // VirtualSCSIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x208991c), x::Name(0x1de6313), 308, 0), // VirtualSCSIPassthroughOption: VirtualDeviceOption
+        x::TypeEntry::enumeration(x::Name(0x208b612), 134, 3), // VirtualSCSISharing
+        x::TypeEntry::structure(x::Name(0x208c914), x::Name(0x1dbf011), 308, 0), // VirtualSIOController: VirtualController
+        x::TypeEntry::structure(x::Name(0x208de1a), x::Name(0x1dc0217), 308, 3), // VirtualSIOControllerOption: VirtualControllerOption
     ],
     decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x271b80c), x::Name(0x3344606)), // diskRuleType: string
-        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::required(x::Name(0x2f25a09), x::Name(0x104710d)), // pciDevice: HostPciDevice
+        x::FieldEntry::required(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
+        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
+        x::FieldEntry::optional(x::Name(0x33c0813), x::Name(0x3344606)), // systemClockProtocol: string
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::repeated(x::Name(0x2715512), x::Name(0x1f88f2e)), // diskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2e5e10a), x::Name(0x3344606)), // objectData: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0xbba80f)), // key: DynamicProperty
+        x::FieldEntry::repeated(x::Name(0x30bd309), x::Name(0xbba80f)), // relations: DynamicProperty
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
+        x::FieldEntry::required(x::Name(0x248d306), x::Name(0x65700c)), // choice: ChoiceOption
+        x::FieldEntry::repeated(x::Name(0x2c94b07), x::Name(0x1f5cc15)), // message: VirtualMachineMessage
+        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2a94603)), // overallCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x2ecd410), x::Name(0x2a94603)), // overallCpuDemand: int
+        x::FieldEntry::optional(x::Name(0x2ece513), x::Name(0x2a94603)), // overallCpuReadiness: int
+        x::FieldEntry::optional(x::Name(0x2949f10), x::Name(0x2a94603)), // guestMemoryUsage: int
+        x::FieldEntry::optional(x::Name(0x29df60f), x::Name(0x2a94603)), // hostMemoryUsage: int
+        x::FieldEntry::required(x::Name(0x2943e14), x::Name(0x13fc613)), // guestHeartbeatStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x2729119), x::Name(0x2a94603)), // distributedCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x272c21c), x::Name(0x2a94603)), // distributedMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x3304c14), x::Name(0x2a94603)), // staticCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x3307617), x::Name(0x2a94603)), // staticMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x292410d), x::Name(0x2a94603)), // grantedMemory: int
+        x::FieldEntry::optional(x::Name(0x2ffa30d), x::Name(0x2a94603)), // privateMemory: int
+        x::FieldEntry::optional(x::Name(0x321d10c), x::Name(0x2a94603)), // sharedMemory: int
+        x::FieldEntry::optional(x::Name(0x33b370d), x::Name(0x2a94603)), // swappedMemory: int
+        x::FieldEntry::optional(x::Name(0x23e640f), x::Name(0x2a94603)), // balloonedMemory: int
+        x::FieldEntry::optional(x::Name(0x2532816), x::Name(0x2a94603)), // consumedOverheadMemory: int
+        x::FieldEntry::optional(x::Name(0x28f930e), x::Name(0x2a94603)), // ftLogBandwidth: int
+        x::FieldEntry::optional(x::Name(0x28fe912), x::Name(0x2a94603)), // ftSecondaryLatency: int
+        x::FieldEntry::optional(x::Name(0x28f830f), x::Name(0x13fc613)), // ftLatencyStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x24e0210), x::Name(0x2be5304)), // compressedMemory: long
+        x::FieldEntry::optional(x::Name(0x34d5d0d), x::Name(0x2a94603)), // uptimeSeconds: int
+        x::FieldEntry::optional(x::Name(0x32d3510), x::Name(0x2be5304)), // ssdSwappedMemory: long
+        x::FieldEntry::optional(x::Name(0x22e130c), x::Name(0x2a94603)), // activeMemory: int
+        x::FieldEntry::repeated(x::Name(0x2c91a0f), x::Name(0x1f94827)), // memoryTierStats: VirtualMachineQuickStatsMemoryTierStats
+        x::FieldEntry::required(x::Name(0x2c92a0e), x::Name(0x3344606)), // memoryTierType: string
+        x::FieldEntry::required(x::Name(0x306a40d), x::Name(0x2be5304)), // readBandwidth: long
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x1a2500e)), // service: ServiceLocator
+        x::FieldEntry::optional(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f9d125)), // disk: VirtualMachineRelocateSpecDiskLocator
+        x::FieldEntry::optional(x::Name(0x344b109), x::Name(0x1fa2824)), // transform: VirtualMachineRelocateTransformation
+        x::FieldEntry::repeated(x::Name(0x269580c), x::Name(0x1dc9017)), // deviceChange: VirtualDeviceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x258f60a), x::Name(0x86770a)), // cryptoSpec: CryptoSpec
+        x::FieldEntry::repeated(x::Name(0x33d3a08), x::Name(0x1b2f407)), // tagSpecs: TagSpec
+        x::FieldEntry::repeated(x::Name(0x3611513), x::Name(0x2188611)), // vmPlacementPolicies: VmPlacementPolicy
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x26fe60f), x::Name(0x1dc2818)), // diskBackingInfo: VirtualDeviceBackingInfo
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1f9f730)), // backing: VirtualMachineRelocateSpecDiskLocatorBackingSpec
+        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1f9f730)), // parent: VirtualMachineRelocateSpecDiskLocatorBackingSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1eebf1f)), // device: VirtualMachineDeviceRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x252060f), x::Name(0x1ed821d)), // connectionState: VirtualMachineConnectionState
+        x::FieldEntry::required(x::Name(0x2fbc60a), x::Name(0x1f83818)), // powerState: VirtualMachinePowerState
+        x::FieldEntry::optional(x::Name(0x35dab14), x::Name(0x2405e07)), // vmFailoverInProgress: boolean
+        x::FieldEntry::optional(x::Name(0x2875c13), x::Name(0x1f0d421)), // faultToleranceState: VirtualMachineFaultToleranceState
+        x::FieldEntry::optional(x::Name(0x25dcf0f), x::Name(0x1fa672b)), // dasVmProtection: VirtualMachineRuntimeInfoDasProtectionState
+        x::FieldEntry::required(x::Name(0x3420b15), x::Name(0x2405e07)), // toolsInstallerMounted: boolean
+        x::FieldEntry::optional(x::Name(0x33a250b), x::Name(0x2607608)), // suspendTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2411508), x::Name(0x2607608)), // bootTime: dateTime
+        x::FieldEntry::optional(x::Name(0x339f60f), x::Name(0x2be5304)), // suspendInterval: long
+        x::FieldEntry::optional(x::Name(0x3050308), x::Name(0x1f9141a)), // question: VirtualMachineQuestionInfo
+        x::FieldEntry::optional(x::Name(0x2c8170e), x::Name(0x2be5304)), // memoryOverhead: long
+        x::FieldEntry::optional(x::Name(0x2c2270b), x::Name(0x2a94603)), // maxCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x2c32f0e), x::Name(0x2a94603)), // maxMemoryUsage: int
+        x::FieldEntry::required(x::Name(0x2dfb811), x::Name(0x2a94603)), // numMksConnections: int
+        x::FieldEntry::optional(x::Name(0x30a0c11), x::Name(0x1f9701f)), // recordReplayState: VirtualMachineRecordReplayState
+        x::FieldEntry::optional(x::Name(0x2493c0d), x::Name(0x2405e07)), // cleanPowerOff: boolean
+        x::FieldEntry::optional(x::Name(0x2d29b13), x::Name(0x3344606)), // needSecondaryReason: string
+        x::FieldEntry::optional(x::Name(0x2e7e40d), x::Name(0x2405e07)), // onlineStandby: boolean
+        x::FieldEntry::optional(x::Name(0x2cb8d15), x::Name(0x3344606)), // minRequiredEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x2530013), x::Name(0x2405e07)), // consolidationNeeded: boolean
+        x::FieldEntry::repeated(x::Name(0x2e68419), x::Name(0x1f11720)), // offlineFeatureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x288830b), x::Name(0xeacc0f)), // featureMask: HostFeatureMask
+        x::FieldEntry::optional(x::Name(0x351a915), x::Name(0x2be5304)), // vFlashCacheAllocation: long
+        x::FieldEntry::optional(x::Name(0x2f24206), x::Name(0x2405e07)), // paused: boolean
+        x::FieldEntry::optional(x::Name(0x3260414), x::Name(0x2405e07)), // snapshotInBackground: boolean
+        x::FieldEntry::optional(x::Name(0x305d112), x::Name(0x2405e07)), // quiescedForkParent: boolean
+        x::FieldEntry::optional(x::Name(0x2a8e412), x::Name(0x2405e07)), // instantCloneFrozen: boolean
+        x::FieldEntry::optional(x::Name(0x259010b), x::Name(0x3344606)), // cryptoState: string
+        x::FieldEntry::optional(x::Name(0x33a7b11), x::Name(0x2405e07)), // suspendedToMemory: boolean
+        x::FieldEntry::optional(x::Name(0x2e81015), x::Name(0x2be5304)), // opNotificationTimeout: long
+        x::FieldEntry::optional(x::Name(0x2ad490b), x::Name(0x2405e07)), // iommuActive: boolean
+        x::FieldEntry::optional(x::Name(0x252dd14), x::Name(0x2be5304)), // consolidateWorkTotal: long
+        x::FieldEntry::optional(x::Name(0x252c913), x::Name(0x2be5304)), // consolidateWorkDone: long
+        x::FieldEntry::optional(x::Name(0x26ff60f), x::Name(0x2405e07)), // diskChainBroken: boolean
+        x::FieldEntry::required(x::Name(0x25d9a0c), x::Name(0x2405e07)), // dasProtected: boolean
+        x::FieldEntry::optional(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
+        x::FieldEntry::optional(x::Name(0x344f70d), x::Name(0x3344606)), // transportHint: string
+        x::FieldEntry::optional(x::Name(0x2befe09), x::Name(0x2a94603)), // lunNumber: int
+        x::FieldEntry::required(x::Name(0x31a9409), x::Name(0x3344606)), // scsiClass: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2f70212), x::Name(0x2a94603)), // physicalUnitNumber: int
+        x::FieldEntry::required(x::Name(0x27fed07), x::Name(0x2be5304)), // epcSize: long
+        x::FieldEntry::optional(x::Name(0x28c8007), x::Name(0x3344606)), // flcMode: string
+        x::FieldEntry::optional(x::Name(0x2b8620c), x::Name(0x3344606)), // lePubKeyHash: string
+        x::FieldEntry::optional(x::Name(0x3101412), x::Name(0x2405e07)), // requireAttestation: boolean
+        x::FieldEntry::required(x::Name(0x2c2600a), x::Name(0x2be5304)), // maxEpcSize: long
+        x::FieldEntry::repeated(x::Name(0x28c8808), x::Name(0x3344606)), // flcModes: string
+        x::FieldEntry::repeated(x::Name(0x2b86f0e), x::Name(0x3344606)), // lePubKeyHashes: string
+        x::FieldEntry::optional(x::Name(0x310271b), x::Name(0x2405e07)), // requireAttestationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x25b060f), x::Name(0x13ff016)), // currentSnapshot: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3171c10), x::Name(0x1fb7c1a)), // rootSnapshotList: VirtualMachineSnapshotTree
+        x::FieldEntry::required(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
+        x::FieldEntry::required(x::Name(0x305c808), x::Name(0x2405e07)), // quiesced: boolean
+        x::FieldEntry::optional(x::Name(0x23d680e), x::Name(0x3344606)), // backupManifest: string
+        x::FieldEntry::repeated(x::Name(0x248ae11), x::Name(0x1fb7c1a)), // childSnapshotList: VirtualMachineSnapshotTree
+        x::FieldEntry::optional(x::Name(0x30e400f), x::Name(0x2405e07)), // replaySupported: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3584f0f), x::Name(0x2405e07)), // virtualFunction: boolean
+        x::FieldEntry::optional(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::optional(x::Name(0x26a760a), x::Name(0x1fbaf21)), // devicePool: VirtualMachineSriovDevicePoolInfo
+        x::FieldEntry::optional(x::Name(0x33b5509), x::Name(0x3344606)), // switchKey: string
+        x::FieldEntry::optional(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x2f33911), x::Name(0x1fd6a1e)), // perDatastoreUsage: VirtualMachineUsageOnDatastore
+        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::required(x::Name(0x24bf809), x::Name(0x2be5304)), // committed: long
+        x::FieldEntry::required(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
+        x::FieldEntry::required(x::Name(0x34ab608), x::Name(0x2be5304)), // unshared: long
+        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3181d07), x::Name(0x1fa4d19)), // runtime: VirtualMachineRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x2937305), x::Name(0x1f4611a)), // guest: VirtualMachineGuestSummary
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1ed4d1b)), // config: VirtualMachineConfigSummary
+        x::FieldEntry::optional(x::Name(0x331f407), x::Name(0x1fc4c1c)), // storage: VirtualMachineStorageSummary
+        x::FieldEntry::required(x::Name(0x305790a), x::Name(0x1f92f18)), // quickStats: VirtualMachineQuickStats
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x25b920b), x::Name(0x87c010)), // customValue: CustomFieldValue
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x24fa410), x::Name(0x3344606)), // configurationTag: string
+        x::FieldEntry::required(x::Name(0x3408006), x::Name(0x3344606)), // ticket: string
+        x::FieldEntry::required(x::Name(0x245a907), x::Name(0x3344606)), // cfgFile: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::repeated(x::Name(0x2455912), x::Name(0x1eb3d1c)), // certThumbprintList: VirtualMachineCertThumbprint
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24bf809), x::Name(0x2be5304)), // committed: long
+        x::FieldEntry::required(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
+        x::FieldEntry::required(x::Name(0x34ab608), x::Name(0x2be5304)), // unshared: long
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x2a94603)), // vendor: int
+        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x2a94603)), // product: int
+        x::FieldEntry::required(x::Name(0x2f6c50c), x::Name(0x3344606)), // physicalPath: string
+        x::FieldEntry::repeated(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::repeated(x::Name(0x32b7605), x::Name(0x3344606)), // speed: string
+        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x1fc6915)), // summary: VirtualMachineSummary
+        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x11b603e)), // vFlashModule: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2be5304)), // id: long
+        x::FieldEntry::optional(x::Name(0x232c31e), x::Name(0x2405e07)), // allowUnrestrictedCommunication: boolean
+        x::FieldEntry::optional(x::Name(0x28a980c), x::Name(0x2405e07)), // filterEnable: boolean
+        x::FieldEntry::optional(x::Name(0x28ab70a), x::Name(0x1fe4f22)), // filterInfo: VirtualMachineVMCIDeviceFilterInfo
+        x::FieldEntry::repeated(x::Name(0x28b2207), x::Name(0x1fe7222)), // filters: VirtualMachineVMCIDeviceFilterSpec
+        x::FieldEntry::required(x::Name(0x3061b04), x::Name(0x2be5304)), // rank: long
+        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x3344606)), // action: string
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
+        x::FieldEntry::optional(x::Name(0x2beb214), x::Name(0x2be5304)), // lowerDstPortBoundary: long
+        x::FieldEntry::optional(x::Name(0x34d1314), x::Name(0x2be5304)), // upperDstPortBoundary: long
+        x::FieldEntry::required(x::Name(0x232c31e), x::Name(0x5c290a)), // allowUnrestrictedCommunication: BoolOption
+        x::FieldEntry::optional(x::Name(0x28aef10), x::Name(0x1feb42e)), // filterSpecOption: VirtualMachineVMCIDeviceOptionFilterSpecOption
+        x::FieldEntry::optional(x::Name(0x28b000f), x::Name(0x5c290a)), // filterSupported: BoolOption
+        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x65700c)), // action: ChoiceOption
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x65700c)), // protocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x65700c)), // direction: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2beb214), x::Name(0x13e720a)), // lowerDstPortBoundary: LongOption
+        x::FieldEntry::required(x::Name(0x34d1314), x::Name(0x13e720a)), // upperDstPortBoundary: LongOption
+        x::FieldEntry::required(x::Name(0x2cb150b), x::Name(0x2be5304)), // migrationBW: long
+        x::FieldEntry::required(x::Name(0x3346608), x::Name(0x2be5304)), // stunTime: long
+        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::required(x::Name(0x269de0f), x::Name(0x3344606)), // deviceGroupName: string
+        x::FieldEntry::optional(x::Name(0x269a916), x::Name(0x3344606)), // deviceGroupDescription: string
+        x::FieldEntry::repeated(x::Name(0x24dbb13), x::Name(0x1ff7836)), // componentDeviceInfo: VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x2b24b0e), x::Name(0x2405e07)), // isConfigurable: boolean
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x26b0d0e), x::Name(0x2be5304)), // deviceVendorId: long
+        x::FieldEntry::required(x::Name(0x2c2880e), x::Name(0x2be5304)), // maxFbSizeInGib: long
+        x::FieldEntry::required(x::Name(0x340c911), x::Name(0x2405e07)), // timeSlicedCapable: boolean
+        x::FieldEntry::required(x::Name(0x2caac0a), x::Name(0x2405e07)), // migCapable: boolean
+        x::FieldEntry::required(x::Name(0x24e6315), x::Name(0x2405e07)), // computeProfileCapable: boolean
+        x::FieldEntry::required(x::Name(0x3047014), x::Name(0x2405e07)), // quadroProfileCapable: boolean
+        x::FieldEntry::required(x::Name(0x301250b), x::Name(0x3344606)), // profileName: string
+        x::FieldEntry::required(x::Name(0x26b0d0e), x::Name(0x2be5304)), // deviceVendorId: long
+        x::FieldEntry::required(x::Name(0x287b40b), x::Name(0x2be5304)), // fbSizeInGib: long
+        x::FieldEntry::required(x::Name(0x3014b0e), x::Name(0x3344606)), // profileSharing: string
+        x::FieldEntry::required(x::Name(0x300cd0c), x::Name(0x3344606)), // profileClass: string
+        x::FieldEntry::repeated(x::Name(0x3346f11), x::Name(0x1ff1921)), // stunTimeEstimates: VirtualMachineVMotionStunTimeInfo
+        x::FieldEntry::optional(x::Name(0x3570110), x::Name(0x2be5304)), // videoRamSizeInKB: long
+        x::FieldEntry::optional(x::Name(0x2df120b), x::Name(0x2a94603)), // numDisplays: int
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
+        x::FieldEntry::optional(x::Name(0x27a1a0f), x::Name(0x2405e07)), // enable3DSupport: boolean
+        x::FieldEntry::optional(x::Name(0x34df00d), x::Name(0x3344606)), // use3dRenderer: string
+        x::FieldEntry::optional(x::Name(0x2928b16), x::Name(0x2be5304)), // graphicsMemorySizeInKB: long
+        x::FieldEntry::repeated(x::Name(0x2699d0b), x::Name(0x200e32c)), // deviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
+        x::FieldEntry::required(x::Name(0x2932710), x::Name(0x2a94603)), // groupInstanceKey: int
+        x::FieldEntry::optional(x::Name(0x26a210a), x::Name(0x9cd80b)), // deviceInfo: Description
+        x::FieldEntry::required(x::Name(0x269de0f), x::Name(0x3344606)), // deviceGroupName: string
+        x::FieldEntry::optional(x::Name(0x2bed70b), x::Name(0x201632d)), // lsiToPvscsi: VirtualMachineVirtualDeviceSwapDeviceSwapInfo
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x235730a), x::Name(0x2405e07)), // applicable: boolean
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::optional(x::Name(0x2549310), x::Name(0x2a94603)), // coresPerNumaNode: int
+        x::FieldEntry::optional(x::Name(0x283c916), x::Name(0x2405e07)), // exposeVnumaOnCpuHotadd: boolean
+        x::FieldEntry::optional(x::Name(0x2549310), x::Name(0x2a94603)), // coresPerNumaNode: int
+        x::FieldEntry::optional(x::Name(0x23a7214), x::Name(0x2405e07)), // autoCoresPerNumaNode: boolean
+        x::FieldEntry::optional(x::Name(0x3666a17), x::Name(0x2405e07)), // vnumaOnCpuHotaddExposed: boolean
+        x::FieldEntry::optional(x::Name(0x326590c), x::Name(0x3344606)), // snapshotMode: string
+        x::FieldEntry::optional(x::Name(0x36a450d), x::Name(0x2a94603)), // vssBackupType: int
+        x::FieldEntry::optional(x::Name(0x36a5316), x::Name(0x2405e07)), // vssBootableSystemState: boolean
+        x::FieldEntry::optional(x::Name(0x36a6a15), x::Name(0x2405e07)), // vssPartialFileSupport: boolean
+        x::FieldEntry::optional(x::Name(0x36a3410), x::Name(0x3344606)), // vssBackupContext: string
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x3229c13), x::Name(0x2be5304)), // shrinkableDiskSpace: long
+        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
+        x::FieldEntry::optional(x::Name(0x24fec16), x::Name(0x2be5304)), // configuredCapacityInMB: long
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x202b218)), // parent: VirtualNVDIMMBackingInfo
         x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e2f61e)), // parent: VirtualDiskSeSparseBackingInfo
-        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2922509), x::Name(0x2a94603)), // grainSize: int
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2dfca14), x::Name(0x12bb409)), // numNVDIMMControllers: IntOption
+        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x13e720a)), // capacityInMB: LongOption
         x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
         x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e34920)), // parent: VirtualDiskSparseVer1BackingInfo
-        x::FieldEntry::required(x::Name(0x270eb09), x::Name(0x65700c)), // diskModes: ChoiceOption
-        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e38d20)), // parent: VirtualDiskSparseVer2BackingInfo
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
-        x::FieldEntry::required(x::Name(0x22ead0b), x::Name(0x3344606)), // adapterType: string
-        x::FieldEntry::optional(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
-        x::FieldEntry::optional(x::Name(0x311a40f), x::Name(0x2be5304)), // reservationInMB: long
-        x::FieldEntry::optional(x::Name(0x2430014), x::Name(0x3344606)), // cacheConsistencyType: string
-        x::FieldEntry::optional(x::Name(0x2431509), x::Name(0x3344606)), // cacheMode: string
-        x::FieldEntry::optional(x::Name(0x23fe80d), x::Name(0x2be5304)), // blockSizeInKB: long
-        x::FieldEntry::optional(x::Name(0x22f770b), x::Name(0x3344606)), // addressType: string
-        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
-        x::FieldEntry::optional(x::Name(0x36b8110), x::Name(0x2405e07)), // wakeOnLanEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x312f112), x::Name(0x1e6d125)), // resourceAllocation: VirtualEthernetCardResourceAllocation
-        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
-        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x2405e07)), // uptCompatibilityEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3351908), x::Name(0x3344606)), // subnetId: string
-        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0xaffc26)), // port: DistributedVirtualSwitchPortConnection
-        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a46011), x::Name(0x2405e07)), // inPassthroughMode: boolean
-        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
-        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
-        x::FieldEntry::required(x::Name(0x337d20c), x::Name(0x65700c)), // supportedOUI: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2bf8a07), x::Name(0x65700c)), // macType: ChoiceOption
-        x::FieldEntry::required(x::Name(0x36b8110), x::Name(0x5c290a)), // wakeOnLanEnabled: BoolOption
-        x::FieldEntry::optional(x::Name(0x35ced19), x::Name(0x2405e07)), // vmDirectPathGen2Supported: boolean
-        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x5c290a)), // uptCompatibilityEnabled: BoolOption
-        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
-        x::FieldEntry::required(x::Name(0x3216b05), x::Name(0x1a6f70a)), // share: SharesInfo
-        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
-        x::FieldEntry::required(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
-        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
-        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x2405e07)), // autoCoresPerSocket: boolean
-        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x2a94603)), // memoryMB: int
-        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
-        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
-        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
-        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
-        x::FieldEntry::required(x::Name(0x2a21409), x::Name(0x2a94603)), // hwVersion: int
-        x::FieldEntry::repeated(x::Name(0x3577d13), x::Name(0x1de6313)), // virtualDeviceOption: VirtualDeviceOption
-        x::FieldEntry::required(x::Name(0x26a4d12), x::Name(0x2405e07)), // deviceListReadonly: boolean
-        x::FieldEntry::repeated(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
-        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x12bb409)), // numCoresPerSocket: IntOption
-        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x5c290a)), // autoCoresPerSocket: BoolOption
-        x::FieldEntry::required(x::Name(0x2dea60e), x::Name(0x2405e07)), // numCpuReadonly: boolean
-        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x13e720a)), // memoryMB: LongOption
-        x::FieldEntry::required(x::Name(0x2e03511), x::Name(0x12bb409)), // numPCIControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2df6f11), x::Name(0x12bb409)), // numIDEControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2e2c211), x::Name(0x12bb409)), // numUSBControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2e2d415), x::Name(0x12bb409)), // numUSBXHCIControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2e1bb11), x::Name(0x12bb409)), // numSIOControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2e06011), x::Name(0x12bb409)), // numPS2Controllers: IntOption
-        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
-        x::FieldEntry::optional(x::Name(0x2e27914), x::Name(0x12bb409)), // numSupportedWwnPorts: IntOption
-        x::FieldEntry::optional(x::Name(0x2e26414), x::Name(0x12bb409)), // numSupportedWwnNodes: IntOption
-        x::FieldEntry::optional(x::Name(0x3130414), x::Name(0x191a714)), // resourceConfigOption: ResourceConfigOption
-        x::FieldEntry::optional(x::Name(0x2dfca14), x::Name(0x12bb409)), // numNVDIMMControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2e2a20d), x::Name(0x12bb409)), // numTPMDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2e3fa0d), x::Name(0x12bb409)), // numWDTDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2e0e718), x::Name(0x12bb409)), // numPrecisionClockDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x27fe10b), x::Name(0x13e720a)), // epcMemoryMB: LongOption
-        x::FieldEntry::repeated(x::Name(0x22d5c17), x::Name(0x3344606)), // acpiHostBridgesFirmware: string
-        x::FieldEntry::optional(x::Name(0x2deb519), x::Name(0x12bb409)), // numCpuSimultaneousThreads: IntOption
-        x::FieldEntry::optional(x::Name(0x2e0280c), x::Name(0x12bb409)), // numNumaNodes: IntOption
-        x::FieldEntry::optional(x::Name(0x2deee0f), x::Name(0x12bb409)), // numDeviceGroups: IntOption
-        x::FieldEntry::repeated(x::Name(0x269ee10), x::Name(0x3344606)), // deviceGroupTypes: string
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2df810b), x::Name(0x12bb409)), // numIDEDisks: IntOption
-        x::FieldEntry::required(x::Name(0x2df620c), x::Name(0x12bb409)), // numIDECdroms: IntOption
-        x::FieldEntry::repeated(x::Name(0x230930b), x::Name(0x2a94603)), // affinitySet: int
-        x::FieldEntry::optional(x::Name(0x2407609), x::Name(0x2be5304)), // bootDelay: long
-        x::FieldEntry::optional(x::Name(0x27e710e), x::Name(0x2405e07)), // enterBIOSSetup: boolean
-        x::FieldEntry::optional(x::Name(0x2792314), x::Name(0x2405e07)), // efiSecureBootEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x240d710), x::Name(0x2405e07)), // bootRetryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x240c80e), x::Name(0x2be5304)), // bootRetryDelay: long
-        x::FieldEntry::repeated(x::Name(0x240be09), x::Name(0x1ea2927)), // bootOrder: VirtualMachineBootOptionsBootableDevice
-        x::FieldEntry::optional(x::Name(0x2d4a713), x::Name(0x3344606)), // networkBootProtocol: string
-        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
-        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
-        x::FieldEntry::required(x::Name(0x326731b), x::Name(0x2405e07)), // snapshotOperationsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2d07a1a), x::Name(0x2405e07)), // multipleSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x325a417), x::Name(0x2405e07)), // snapshotConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2fc451c), x::Name(0x2405e07)), // poweredOffSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2c8d618), x::Name(0x2405e07)), // memorySnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x3151719), x::Name(0x2405e07)), // revertToSnapshotSupported: boolean
-        x::FieldEntry::required(x::Name(0x305e41a), x::Name(0x2405e07)), // quiescedSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x26e2c19), x::Name(0x2405e07)), // disableSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2bd5d16), x::Name(0x2405e07)), // lockSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x252701b), x::Name(0x2405e07)), // consolePreferencesSupported: boolean
-        x::FieldEntry::required(x::Name(0x255d517), x::Name(0x2405e07)), // cpuFeatureMaskSupported: boolean
-        x::FieldEntry::required(x::Name(0x3185f19), x::Name(0x2405e07)), // s1AcpiManagementSupported: boolean
-        x::FieldEntry::required(x::Name(0x3206220), x::Name(0x2405e07)), // settingScreenResolutionSupported: boolean
-        x::FieldEntry::required(x::Name(0x341e118), x::Name(0x2405e07)), // toolsAutoUpdateSupported: boolean
-        x::FieldEntry::required(x::Name(0x35eb012), x::Name(0x2405e07)), // vmNpivWwnSupported: boolean
-        x::FieldEntry::required(x::Name(0x2dd1a1a), x::Name(0x2405e07)), // npivWwnOnNonRdmVmSupported: boolean
-        x::FieldEntry::optional(x::Name(0x35e9619), x::Name(0x2405e07)), // vmNpivWwnDisableSupported: boolean
-        x::FieldEntry::optional(x::Name(0x35ec318), x::Name(0x2405e07)), // vmNpivWwnUpdateSupported: boolean
-        x::FieldEntry::required(x::Name(0x33afa16), x::Name(0x2405e07)), // swapPlacementSupported: boolean
-        x::FieldEntry::required(x::Name(0x3428f16), x::Name(0x2405e07)), // toolsSyncTimeSupported: boolean
-        x::FieldEntry::required(x::Name(0x3596618), x::Name(0x2405e07)), // virtualMmuUsageSupported: boolean
-        x::FieldEntry::required(x::Name(0x271c513), x::Name(0x2405e07)), // diskSharesSupported: boolean
-        x::FieldEntry::required(x::Name(0x240a914), x::Name(0x2405e07)), // bootOptionsSupported: boolean
-        x::FieldEntry::optional(x::Name(0x240e819), x::Name(0x2405e07)), // bootRetryOptionsSupported: boolean
-        x::FieldEntry::required(x::Name(0x320831c), x::Name(0x2405e07)), // settingVideoRamSizeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x320421f), x::Name(0x2405e07)), // settingDisplayTopologySupported: boolean
-        x::FieldEntry::optional(x::Name(0x30a1e15), x::Name(0x2405e07)), // recordReplaySupported: boolean
-        x::FieldEntry::optional(x::Name(0x2466117), x::Name(0x2405e07)), // changeTrackingSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d0151f), x::Name(0x2405e07)), // multipleCoresPerSocketSupported: boolean
-        x::FieldEntry::optional(x::Name(0x29b9e1d), x::Name(0x2405e07)), // hostBasedReplicationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x293a016), x::Name(0x2405e07)), // guestAutoLockSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2c85b1e), x::Name(0x2405e07)), // memoryReservationLockSupported: boolean
-        x::FieldEntry::optional(x::Name(0x288ae1b), x::Name(0x2405e07)), // featureRequirementSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2fc7e23), x::Name(0x2405e07)), // poweredOnMonitorTypeChangeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31b1a15), x::Name(0x2405e07)), // seSparseDiskSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d2d711), x::Name(0x2405e07)), // nestedHVSupported: boolean
-        x::FieldEntry::optional(x::Name(0x352eb0d), x::Name(0x2405e07)), // vPMCSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31c3b13), x::Name(0x2405e07)), // secureBootSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2f3b111), x::Name(0x2405e07)), // perVmEvcSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3594f16), x::Name(0x2405e07)), // virtualMmuUsageIgnored: boolean
-        x::FieldEntry::optional(x::Name(0x3580f17), x::Name(0x2405e07)), // virtualExecUsageIgnored: boolean
-        x::FieldEntry::optional(x::Name(0x2712526), x::Name(0x2405e07)), // diskOnlySnapshotOnSuspendedVMSupported: boolean
-        x::FieldEntry::optional(x::Name(0x33a3118), x::Name(0x2405e07)), // suspendToMemorySupported: boolean
-        x::FieldEntry::optional(x::Name(0x342731b), x::Name(0x2405e07)), // toolsSyncTimeAllowSupported: boolean
-        x::FieldEntry::optional(x::Name(0x320da0c), x::Name(0x2405e07)), // sevSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2f7c815), x::Name(0x2405e07)), // pmemFailoverSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3107b1e), x::Name(0x2405e07)), // requireSgxAttestationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2460418), x::Name(0x2405e07)), // changeModeDisksSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3554a1a), x::Name(0x2405e07)), // vendorDeviceGroupSupported: boolean
-        x::FieldEntry::optional(x::Name(0x320c10f), x::Name(0x2405e07)), // sevSnpSupported: boolean
-        x::FieldEntry::optional(x::Name(0x33f360c), x::Name(0x2405e07)), // tdxSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2797a16), x::Name(0x2405e07)), // ehvSecureBootSupported: boolean
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x3405d0a), x::Name(0x3344606)), // thumbprint: string
-        x::FieldEntry::optional(x::Name(0x298dd0d), x::Name(0x3344606)), // hashAlgorithm: string
+        x::FieldEntry::required(x::Name(0x2924f0f), x::Name(0x2be5304)), // granularityInMB: long
+        x::FieldEntry::optional(x::Name(0x3217809), x::Name(0x3344606)), // sharedBus: string
+        x::FieldEntry::required(x::Name(0x2dff20c), x::Name(0x12bb409)), // numNVMEDisks: IntOption
+        x::FieldEntry::repeated(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2cfa412), x::Name(0x2405e07)), // multiSelectAllowed: boolean
+        x::FieldEntry::repeated(x::Name(0x2439c0d), x::Name(0x11e3a0e)), // candidateVnic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x31cfd0c), x::Name(0x3344606)), // selectedVnic: string
+        x::FieldEntry::required(x::Name(0x2e18812), x::Name(0x12bb409)), // numSCSIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2df3010), x::Name(0x12bb409)), // numEthernetCards: IntOption
+        x::FieldEntry::required(x::Name(0x2e2f30d), x::Name(0x12bb409)), // numVideoCards: IntOption
+        x::FieldEntry::required(x::Name(0x2e1f20d), x::Name(0x12bb409)), // numSoundCards: IntOption
+        x::FieldEntry::required(x::Name(0x2e3680a), x::Name(0x12bb409)), // numVmiRoms: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3590e), x::Name(0x12bb409)), // numVmciDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e04718), x::Name(0x12bb409)), // numPCIPassthroughDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e1cd15), x::Name(0x12bb409)), // numSasSCSIControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3c517), x::Name(0x12bb409)), // numVmxnet3EthernetCards: IntOption
+        x::FieldEntry::optional(x::Name(0x2e07b1d), x::Name(0x12bb409)), // numParaVirtualSCSIControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e15a12), x::Name(0x12bb409)), // numSATAControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2dfdf12), x::Name(0x12bb409)), // numNVMEControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3dd1c), x::Name(0x12bb409)), // numVmxnet3VrdmaEthernetCards: IntOption
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x2a94603)), // vendorId: int
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x2a94603)), // deviceId: int
+        x::FieldEntry::optional(x::Name(0x334a20b), x::Name(0x2a94603)), // subVendorId: int
+        x::FieldEntry::optional(x::Name(0x334810b), x::Name(0x2a94603)), // subDeviceId: int
+        x::FieldEntry::optional(x::Name(0x3153a0a), x::Name(0x3226a05)), // revisionId: short
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x3226a05)), // vendorId: short
+        x::FieldEntry::optional(x::Name(0x269650b), x::Name(0x3344606)), // deviceClass: string
+        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x156630b)), // configParams: OptionValue
+        x::FieldEntry::repeated(x::Name(0x232fc0d), x::Name(0x203c522)), // allowedDevice: VirtualPCIPassthroughAllowedDevice
+        x::FieldEntry::optional(x::Name(0x25b860b), x::Name(0x3344606)), // customLabel: string
+        x::FieldEntry::optional(x::Name(0x237e50a), x::Name(0x3344606)), // assignedId: string
+        x::FieldEntry::optional(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
+        x::FieldEntry::optional(x::Name(0x3565215), x::Name(0x2a94603)), // vgpuMigrateDataSizeMB: int
+        x::FieldEntry::optional(x::Name(0x2caf310), x::Name(0x2405e07)), // migrateSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27dd919), x::Name(0x2405e07)), // enhancedMigrateCapability: boolean
+        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x1b12f0c)), // vgpu: StringOption
+        x::FieldEntry::required(x::Name(0x2c2cb0c), x::Name(0x2a94603)), // maxInstances: int
+        x::FieldEntry::required(x::Name(0x338e710), x::Name(0x2405e07)), // supportsMorphing: boolean
+        x::FieldEntry::required(x::Name(0x2df9f0c), x::Name(0x12bb409)), // numKeyboards: IntOption
+        x::FieldEntry::required(x::Name(0x2e0aa12), x::Name(0x12bb409)), // numPointingDevices: IntOption
+        x::FieldEntry::required(x::Name(0x29ed312), x::Name(0x65700c)), // hostPointingDevice: ChoiceOption
+        x::FieldEntry::required(x::Name(0x29ed312), x::Name(0x3344606)), // hostPointingDevice: string
+        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x65700c)), // protocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2e16d0c), x::Name(0x12bb409)), // numSATADisks: IntOption
+        x::FieldEntry::required(x::Name(0x2e14c0d), x::Name(0x12bb409)), // numSATACdroms: IntOption
+        x::FieldEntry::optional(x::Name(0x2a0fc0c), x::Name(0x2405e07)), // hotAddRemove: boolean
+        x::FieldEntry::required(x::Name(0x3217809), x::Name(0x208b612)), // sharedBus: VirtualSCSISharing
+        x::FieldEntry::optional(x::Name(0x31a9e12), x::Name(0x2a94603)), // scsiCtlrUnitNumber: int
+        x::FieldEntry::required(x::Name(0x2e19b0c), x::Name(0x12bb409)), // numSCSIDisks: IntOption
+        x::FieldEntry::required(x::Name(0x2e17a0d), x::Name(0x12bb409)), // numSCSICdroms: IntOption
+        x::FieldEntry::required(x::Name(0x2e1a812), x::Name(0x12bb409)), // numSCSIPassthrough: IntOption
+        x::FieldEntry::repeated(x::Name(0x3223707), x::Name(0x208b612)), // sharing: VirtualSCSISharing
+        x::FieldEntry::required(x::Name(0x2644912), x::Name(0x2a94603)), // defaultSharedIndex: int
+        x::FieldEntry::required(x::Name(0x2a0fc0c), x::Name(0x5c290a)), // hotAddRemove: BoolOption
+        x::FieldEntry::required(x::Name(0x31a9e12), x::Name(0x2a94603)), // scsiCtlrUnitNumber: int
+        x::FieldEntry::required(x::Name(0x2df410f), x::Name(0x12bb409)), // numFloppyDrives: IntOption
+        x::FieldEntry::required(x::Name(0x2e1e30e), x::Name(0x12bb409)), // numSerialPorts: IntOption
+        x::FieldEntry::required(x::Name(0x2e09910), x::Name(0x12bb409)), // numParallelPorts: IntOption
     ],
     values: &[
-        x::Name(0x2308a08), // affinity
-        x::Name(0x234780c), // antiAffinity
-        x::Name(0x26e4608), // disabled
-        x::Name(0x322520b), // sharingNone
-        x::Name(0x3223f12), // sharingMultiWriter
-        x::Name(0x2fcd50c), // preallocated
-        x::Name(0x3403004), // thin
-        x::Name(0x31b1108), // seSparse
-        x::Name(0x3067003), // rdm
-        x::Name(0x3069304), // rdmp
-        x::Name(0x3063603), // raw
-        x::Name(0x2655305), // delta
-        x::Name(0x32b1b09), // sparse2Gb
-        x::Name(0x3402708), // thick2Gb
-        x::Name(0x278af10), // eagerZeroedThick
-        x::Name(0x32b3a10), // sparseMonolithic
-        x::Name(0x28c610e), // flatMonolithic
-        x::Name(0x3402105), // thick
-        x::Name(0x3345f06), // strong
-        x::Name(0x36bf504), // weak
-        x::Name(0x370160a), // write_thru
-        x::Name(0x3700b0a), // write_back
-        x::Name(0x2415f07), // bridged
-        x::Name(0x2d1d103), // nat
-        x::Name(0x2a06908), // hostonly
-        x::Name(0x2c0ff06), // manual
-        x::Name(0x2915e09), // generated
-        x::Name(0x237dc08), // assigned
-        x::Name(0x2a23e10), // i440bxHostBridge
-        x::Name(0x22d4c0f), // acpiHostBridges
-        x::Name(0x2353b0d), // appStatusGray
-        x::Name(0x235490e), // appStatusGreen
-        x::Name(0x235580c), // appStatusRed
-        x::Name(0x2b01704), // ipv4
-        x::Name(0x2b04604), // ipv6
+        x::Name(0x2fb3208), // powerOff
+        x::Name(0x3151006), // revert
+        x::Name(0x301f306), // prompt
+        x::Name(0x33d4804), // take
+        x::Name(0x326f604), // soft
+        x::Name(0x2976304), // hard
+        x::Name(0x2fe2006), // preset
+        x::Name(0x2fc030a), // poweredOff
+        x::Name(0x2fc7409), // poweredOn
+        x::Name(0x33a5609), // suspended
+        x::Name(0x30a3409), // recording
+        x::Name(0x30e6809), // replaying
+        x::Name(0x2a4e308), // inactive
+        x::Name(0x2ce9922), // moveAllDiskBackingsAndAllowSharing
+        x::Name(0x2cede25), // moveAllDiskBackingsAndDisallowSharing
+        x::Name(0x2cf0418), // moveChildMostDiskBacking
+        x::Name(0x2579419), // createNewChildDiskBacking
+        x::Name(0x2cebc21), // moveAllDiskBackingsAndConsolidate
+        x::Name(0x28c4904), // flat
+        x::Name(0x32b1406), // sparse
+        x::Name(0x26fca04), // disk
+        x::Name(0x33d4d04), // tape
+        x::Name(0x2ff3807), // printer
+        x::Name(0x3004d09), // processor
+        x::Name(0x36fd304), // worm
+        x::Name(0x244c005), // cdrom
+        x::Name(0x3197107), // scanner
+        x::Name(0x2e96e07), // optical
+        x::Name(0x2c6a705), // media
+        x::Name(0x24bd403), // com
+        x::Name(0x305ff04), // raid
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2bdb006), // locked
+        x::Name(0x3490708), // unlocked
+        x::Name(0x247ff0a), // checkpoint
+        x::Name(0x2fb830e), // powerOnSuspend
+        x::Name(0x24da309), // compliant
+        x::Name(0x24b390b), // clusterWide
+        x::Name(0x2cd0803), // mks
+        x::Name(0x2694006), // device
+        x::Name(0x293b70c), // guestControl
+        x::Name(0x2735003), // dnd
+        x::Name(0x36c0a06), // webmks
+        x::Name(0x2945b0e), // guestIntegrity
+        x::Name(0x36bfa0f), // webRemoteDevice
+        x::Name(0x296d715), // guestToolsTypeUnknown
+        x::Name(0x2968711), // guestToolsTypeMSI
+        x::Name(0x296c511), // guestToolsTypeTar
+        x::Name(0x2969911), // guestToolsTypeOSP
+        x::Name(0x296ab19), // guestToolsTypeOpenVMTools
+        x::Name(0x2961014), // guestToolsNotRunning
+        x::Name(0x2962511), // guestToolsRunning
+        x::Name(0x295c81a), // guestToolsExecutingScripts
+        x::Name(0x3422111), // toolsNotInstalled
+        x::Name(0x342330f), // toolsNotRunning
+        x::Name(0x3424b08), // toolsOld
+        x::Name(0x3424307), // toolsOk
+        x::Name(0x295f916), // guestToolsNotInstalled
+        x::Name(0x295e315), // guestToolsNeedUpgrade
+        x::Name(0x295b611), // guestToolsCurrent
+        x::Name(0x296ed13), // guestToolsUnmanaged
+        x::Name(0x2967610), // guestToolsTooOld
+        x::Name(0x2964e16), // guestToolsSupportedOld
+        x::Name(0x2963716), // guestToolsSupportedNew
+        x::Name(0x2966510), // guestToolsTooNew
+        x::Name(0x295a015), // guestToolsBlacklisted
+        x::Name(0x2390505), // audio
+        x::Name(0x29af203), // hid
+        x::Name(0x29af60c), // hid_bootable
+        x::Name(0x2f65708), // physical
+        x::Name(0x24c0d0d), // communication
+        x::Name(0x2a3ab07), // imaging
+        x::Name(0x2ff3807), // printer
+        x::Name(0x331f407), // storage
+        x::Name(0x2a1e803), // hub
+        x::Name(0x325330a), // smart_card
+        x::Name(0x31c7e08), // security
+        x::Name(0x356df05), // video
+        x::Name(0x36f2808), // wireless
+        x::Name(0x2402e09), // bluetooth
+        x::Name(0x3703504), // wusb
+        x::Name(0x2f2e603), // pda
+        x::Name(0x355b70f), // vendor_specific
+        x::Name(0x2eadc05), // other
+        x::Name(0x348930d), // unknownFamily
+        x::Name(0x2be9703), // low
+        x::Name(0x2905104), // full
+        x::Name(0x29b0a04), // high
+        x::Name(0x335c90a), // superSpeed
+        x::Name(0x335e50e), // superSpeedPlus
+        x::Name(0x335d410), // superSpeed20Gbps
+        x::Name(0x348be0c), // unknownSpeed
+        x::Name(0x2324c05), // allow
+        x::Name(0x265d204), // deny
+        x::Name(0x2937305), // guest
+        x::Name(0x29b4e04), // host
+        x::Name(0x234890c), // anyDirection
+        x::Name(0x2a2300a), // hypervisor
+        x::Name(0x2746f08), // doorbell
+        x::Name(0x3054809), // queuepair
+        x::Name(0x25eb808), // datagram
+        x::Name(0x333da06), // stream
+        x::Name(0x234960b), // anyProtocol
+        x::Name(0x2f2790b), // pciPassthru
+        x::Name(0x2e50d0a), // nvidiaVgpu
+        x::Name(0x32d1808), // sriovNic
+        x::Name(0x277d303), // dvx
+        x::Name(0x24e4607), // compute
+        x::Name(0x3046906), // quadro
+        x::Name(0x340be0a), // timeSliced
+        x::Name(0x2caa803), // mig
+        x::Name(0x23b7109), // automatic
+        x::Name(0x3271908), // software
+        x::Name(0x2976808), // hardware
+        x::Name(0x2daff04), // none
+        x::Name(0x3198509), // scheduled
+        x::Name(0x2a7f10a), // inprogress
+        x::Name(0x2851a06), // failed
+        x::Name(0x24d5d09), // completed
+        x::Name(0x2a68916), // independent_persistent
+        x::Name(0x2a65519), // independent_eraseonrevert
+        x::Name(0x2593b08), // ctx_auto
+        x::Name(0x259440a), // ctx_backup
+        x::Name(0x2594f15), // ctx_file_share_backup
+        x::Name(0x2da2809), // noSharing
+        x::Name(0x2f6e50f), // physicalSharing
+        x::Name(0x23b5c0a), // autodetect
+        x::Name(0x2a96314), // intellimouseExplorer
+        x::Name(0x2a9780f), // intellimousePs2
+        x::Name(0x2be4210), // logitechMouseman
+        x::Name(0x2ca9710), // microsoft_serial
+        x::Name(0x2ce7d0c), // mouseSystems
+        x::Name(0x2ce8a0e), // mousemanSerial
+        x::Name(0x3038d03), // ps2
+        x::Name(0x2da2809), // noSharing
+        x::Name(0x35a3f0e), // virtualSharing
+        x::Name(0x2f6e50f), // physicalSharing
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => return Some(x::decode_struct_object::<VirtualMachineParallelInfo>(r)),
+        1 => return Some(x::decode_struct_object::<VirtualMachinePciPassthroughInfo>(r)),
+        2 => return Some(x::decode_struct_object::<VirtualMachinePciSharedGpuPassthroughInfo>(r)),
+        6 => return Some(x::decode_struct_object::<VirtualMachinePrecisionClockInfo>(r)),
+        7 => return Some(x::decode_struct_object::<VirtualMachineProfileDetails>(r)),
+        8 => return Some(x::decode_struct_object::<VirtualMachineProfileDetailsDiskProfileDetails>(r)),
+        9 => return Some(x::decode_struct_object::<VirtualMachineProfileRawData>(r)),
+        10 => return Some(x::decode_struct_object::<VirtualMachineProfileSpec>(r)),
+        11 => return Some(x::decode_struct_object::<VirtualMachinePropertyRelation>(r)),
+        12 => return Some(x::decode_struct_object::<VirtualMachineQuestionInfo>(r)),
+        13 => return Some(x::decode_struct_object::<VirtualMachineQuickStats>(r)),
+        14 => return Some(x::decode_struct_object::<VirtualMachineQuickStatsMemoryTierStats>(r)),
+        17 => return Some(x::decode_struct_object::<VirtualMachineRelocateSpec>(r)),
+        18 => return Some(x::decode_struct_object::<VirtualMachineRelocateSpecDiskLocator>(r)),
+        19 => return Some(x::decode_struct_object::<VirtualMachineRelocateSpecDiskLocatorBackingSpec>(r)),
+        21 => return Some(x::decode_struct_object::<VirtualMachineRuntimeInfo>(r)),
+        22 => return Some(x::decode_struct_object::<VirtualMachineRuntimeInfoDasProtectionState>(r)),
+        23 => return Some(x::decode_struct_object::<VirtualMachineScsiDiskDeviceInfo>(r)),
+        24 => return Some(x::decode_struct_object::<VirtualMachineScsiPassthroughInfo>(r)),
+        26 => return Some(x::decode_struct_object::<VirtualMachineSerialInfo>(r)),
+        27 => return Some(x::decode_struct_object::<VirtualMachineSgxInfo>(r)),
+        29 => return Some(x::decode_struct_object::<VirtualMachineSgxTargetInfo>(r)),
+        30 => return Some(x::decode_struct_object::<VirtualMachineSnapshotInfo>(r)),
+        31 => return Some(x::decode_struct_object::<VirtualMachineSnapshotTree>(r)),
+        32 => return Some(x::decode_struct_object::<VirtualMachineSoundInfo>(r)),
+        33 => return Some(x::decode_struct_object::<VirtualMachineSriovDevicePoolInfo>(r)),
+        34 => return Some(x::decode_struct_object::<VirtualMachineSriovInfo>(r)),
+        35 => return Some(x::decode_struct_object::<VirtualMachineSriovNetworkDevicePoolInfo>(r)),
+        37 => return Some(x::decode_struct_object::<VirtualMachineStorageInfo>(r)),
+        38 => return Some(x::decode_struct_object::<VirtualMachineStorageSummary>(r)),
+        39 => return Some(x::decode_struct_object::<VirtualMachineSummary>(r)),
+        40 => return Some(x::decode_struct_object::<VirtualMachineTargetInfo>(r)),
+        42 => return Some(x::decode_struct_object::<VirtualMachineTicket>(r)),
+        48 => return Some(x::decode_struct_object::<VirtualMachineUsageOnDatastore>(r)),
+        49 => return Some(x::decode_struct_object::<VirtualMachineUsbInfo>(r)),
+        52 => return Some(x::decode_struct_object::<VirtualMachineVFlashModuleInfo>(r)),
+        53 => return Some(x::decode_struct_object::<VirtualMachineVMCIDevice>(r)),
+        56 => return Some(x::decode_struct_object::<VirtualMachineVMCIDeviceFilterInfo>(r)),
+        57 => return Some(x::decode_struct_object::<VirtualMachineVMCIDeviceFilterSpec>(r)),
+        58 => return Some(x::decode_struct_object::<VirtualMachineVMCIDeviceOption>(r)),
+        59 => return Some(x::decode_struct_object::<VirtualMachineVMCIDeviceOptionFilterSpecOption>(r)),
+        61 => return Some(x::decode_struct_object::<VirtualMachineVMIROM>(r)),
+        62 => return Some(x::decode_struct_object::<VirtualMachineVMotionStunTimeInfo>(r)),
+        63 => return Some(x::decode_struct_object::<VirtualMachineVcpuConfig>(r)),
+        64 => return Some(x::decode_struct_object::<VirtualMachineVendorDeviceGroupInfo>(r)),
+        65 => return Some(x::decode_struct_object::<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>(r)),
+        67 => return Some(x::decode_struct_object::<VirtualMachineVgpuDeviceInfo>(r)),
+        68 => return Some(x::decode_struct_object::<VirtualMachineVgpuProfileInfo>(r)),
+        71 => return Some(x::decode_struct_object::<VirtualMachineVideoCard>(r)),
+        73 => return Some(x::decode_struct_object::<VirtualMachineVirtualDeviceGroups>(r)),
+        74 => return Some(x::decode_struct_object::<VirtualMachineVirtualDeviceGroupsDeviceGroup>(r)),
+        75 => return Some(x::decode_struct_object::<VirtualMachineVirtualDeviceGroupsVendorDeviceGroup>(r)),
+        76 => return Some(x::decode_struct_object::<VirtualMachineVirtualDeviceSwap>(r)),
+        77 => return Some(x::decode_struct_object::<VirtualMachineVirtualDeviceSwapDeviceSwapInfo>(r)),
+        79 => return Some(x::decode_struct_object::<VirtualMachineVirtualNuma>(r)),
+        80 => return Some(x::decode_struct_object::<VirtualMachineVirtualNumaInfo>(r)),
+        81 => return Some(x::decode_struct_object::<VirtualMachineVirtualPMem>(r)),
+        83 => return Some(x::decode_struct_object::<VirtualMachineWindowsQuiesceSpec>(r)),
+        85 => return Some(x::decode_struct_object::<VirtualMachineWipeResult>(r)),
+        86 => return Some(x::decode_struct_object::<VirtualNVDIMM>(r)),
+        87 => return Some(x::decode_struct_object::<VirtualNVDIMMBackingInfo>(r)),
+        88 => return Some(x::decode_struct_object::<VirtualNVDIMMController>(r)),
+        89 => return Some(x::decode_struct_object::<VirtualNVDIMMControllerOption>(r)),
+        90 => return Some(x::decode_struct_object::<VirtualNVDIMMOption>(r)),
+        91 => return Some(x::decode_struct_object::<VirtualNVMEController>(r)),
+        92 => return Some(x::decode_struct_object::<VirtualNVMEControllerOption>(r)),
+        #[cfg(feature = "admin")] 94 => return Some(x::decode_struct_object::<VirtualNicManagerNetConfig>(r)),
+        95 => return Some(x::decode_struct_object::<VirtualPCIController>(r)),
+        96 => return Some(x::decode_struct_object::<VirtualPCIControllerOption>(r)),
+        97 => return Some(x::decode_struct_object::<VirtualPCIPassthrough>(r)),
+        98 => return Some(x::decode_struct_object::<VirtualPCIPassthroughAllowedDevice>(r)),
+        99 => return Some(x::decode_struct_object::<VirtualPCIPassthroughDeviceBackingInfo>(r)),
+        100 => return Some(x::decode_struct_object::<VirtualPCIPassthroughDeviceBackingOption>(r)),
+        101 => return Some(x::decode_struct_object::<VirtualPCIPassthroughDvxBackingInfo>(r)),
+        102 => return Some(x::decode_struct_object::<VirtualPCIPassthroughDvxBackingOption>(r)),
+        103 => return Some(x::decode_struct_object::<VirtualPCIPassthroughDynamicBackingInfo>(r)),
+        104 => return Some(x::decode_struct_object::<VirtualPCIPassthroughDynamicBackingOption>(r)),
+        105 => return Some(x::decode_struct_object::<VirtualPCIPassthroughOption>(r)),
+        106 => return Some(x::decode_struct_object::<VirtualPCIPassthroughPluginBackingInfo>(r)),
+        107 => return Some(x::decode_struct_object::<VirtualPCIPassthroughPluginBackingOption>(r)),
+        108 => return Some(x::decode_struct_object::<VirtualPCIPassthroughVmiopBackingInfo>(r)),
+        109 => return Some(x::decode_struct_object::<VirtualPCIPassthroughVmiopBackingOption>(r)),
+        110 => return Some(x::decode_struct_object::<VirtualPCNet32>(r)),
+        111 => return Some(x::decode_struct_object::<VirtualPCNet32Option>(r)),
+        112 => return Some(x::decode_struct_object::<VirtualPS2Controller>(r)),
+        113 => return Some(x::decode_struct_object::<VirtualPS2ControllerOption>(r)),
+        114 => return Some(x::decode_struct_object::<VirtualParallelPort>(r)),
+        115 => return Some(x::decode_struct_object::<VirtualParallelPortDeviceBackingInfo>(r)),
+        116 => return Some(x::decode_struct_object::<VirtualParallelPortDeviceBackingOption>(r)),
+        117 => return Some(x::decode_struct_object::<VirtualParallelPortFileBackingInfo>(r)),
+        118 => return Some(x::decode_struct_object::<VirtualParallelPortFileBackingOption>(r)),
+        119 => return Some(x::decode_struct_object::<VirtualParallelPortOption>(r)),
+        120 => return Some(x::decode_struct_object::<VirtualPointingDevice>(r)),
+        121 => return Some(x::decode_struct_object::<VirtualPointingDeviceBackingOption>(r)),
+        122 => return Some(x::decode_struct_object::<VirtualPointingDeviceDeviceBackingInfo>(r)),
+        124 => return Some(x::decode_struct_object::<VirtualPointingDeviceOption>(r)),
+        125 => return Some(x::decode_struct_object::<VirtualPrecisionClock>(r)),
+        126 => return Some(x::decode_struct_object::<VirtualPrecisionClockOption>(r)),
+        127 => return Some(x::decode_struct_object::<VirtualPrecisionClockSystemClockBackingInfo>(r)),
+        128 => return Some(x::decode_struct_object::<VirtualPrecisionClockSystemClockBackingOption>(r)),
+        129 => return Some(x::decode_struct_object::<VirtualSATAController>(r)),
+        130 => return Some(x::decode_struct_object::<VirtualSATAControllerOption>(r)),
+        131 => return Some(x::decode_struct_object::<VirtualSCSIController>(r)),
+        132 => return Some(x::decode_struct_object::<VirtualSCSIControllerOption>(r)),
+        133 => return Some(x::decode_struct_object::<VirtualSCSIPassthrough>(r)),
+        134 => return Some(x::decode_struct_object::<VirtualSCSIPassthroughDeviceBackingInfo>(r)),
+        135 => return Some(x::decode_struct_object::<VirtualSCSIPassthroughDeviceBackingOption>(r)),
+        136 => return Some(x::decode_struct_object::<VirtualSCSIPassthroughOption>(r)),
+        138 => return Some(x::decode_struct_object::<VirtualSIOController>(r)),
+        139 => return Some(x::decode_struct_object::<VirtualSIOControllerOption>(r)),
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePowerOffBehavior(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePowerOpType(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePowerState(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRecordReplayState(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRelocateDiskMoveOptions(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRelocateTransformation(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineScsiPassthroughType(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineSgxInfoFlcModes(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineStandbyActionType(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineTargetInfoConfigurationTag(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineTicketType(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineToolsInstallType(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineToolsRunningStatus(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineToolsStatus(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineToolsVersionStatus(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineUsbInfoFamily(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineUsbInfoSpeed(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVMCIDeviceAction(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVMCIDeviceDirection(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVMCIDeviceProtocol(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVgpuProfileInfoProfileClass(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVgpuProfileInfoProfileSharing(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVideoCardUse3dRenderer(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineVirtualPMemSnapshotMode(v), Err(e) => return Some(Err(e)) },
+        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(v), Err(e) => return Some(Err(e)) },
+        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualNVMEControllerSharing(v), Err(e) => return Some(Err(e)) },
+        123 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualPointingDeviceHostChoice(v), Err(e) => return Some(Err(e)) },
+        137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualSCSISharing(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    VirtualDiskRuleSpec(Box<VirtualDiskRuleSpec>),
-    VirtualDiskRuleSpecRuleType(Box<VirtualDiskRuleSpecRuleType>),
-    VirtualDiskSeSparseBackingInfo(Box<VirtualDiskSeSparseBackingInfo>),
-    VirtualDiskSeSparseBackingOption(Box<VirtualDiskSeSparseBackingOption>),
-    VirtualDiskSharing(Box<VirtualDiskSharing>),
-    VirtualDiskSparseVer1BackingInfo(Box<VirtualDiskSparseVer1BackingInfo>),
-    VirtualDiskSparseVer1BackingOption(Box<VirtualDiskSparseVer1BackingOption>),
-    VirtualDiskSparseVer2BackingInfo(Box<VirtualDiskSparseVer2BackingInfo>),
-    VirtualDiskSparseVer2BackingOption(Box<VirtualDiskSparseVer2BackingOption>),
-    VirtualDiskSpec(Box<VirtualDiskSpec>),
-    VirtualDiskType(Box<VirtualDiskType>),
-    VirtualDiskVFlashCacheConfigInfo(Box<VirtualDiskVFlashCacheConfigInfo>),
-    VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(Box<VirtualDiskVFlashCacheConfigInfoCacheConsistencyType>),
-    VirtualDiskVFlashCacheConfigInfoCacheMode(Box<VirtualDiskVFlashCacheConfigInfoCacheMode>),
-    VirtualE1000(Box<VirtualE1000>),
-    VirtualE1000Option(Box<VirtualE1000Option>),
-    VirtualE1000e(Box<VirtualE1000e>),
-    VirtualE1000eOption(Box<VirtualE1000eOption>),
-    VirtualEnsoniq1371(Box<VirtualEnsoniq1371>),
-    VirtualEnsoniq1371Option(Box<VirtualEnsoniq1371Option>),
-    VirtualEthernetCard(Box<VirtualEthernetCard>),
-    VirtualEthernetCardDVPortBackingOption(Box<VirtualEthernetCardDVPortBackingOption>),
-    VirtualEthernetCardDistributedVirtualPortBackingInfo(Box<VirtualEthernetCardDistributedVirtualPortBackingInfo>),
-    VirtualEthernetCardLegacyNetworkBackingInfo(Box<VirtualEthernetCardLegacyNetworkBackingInfo>),
-    VirtualEthernetCardLegacyNetworkBackingOption(Box<VirtualEthernetCardLegacyNetworkBackingOption>),
-    VirtualEthernetCardLegacyNetworkDeviceName(Box<VirtualEthernetCardLegacyNetworkDeviceName>),
-    VirtualEthernetCardMacType(Box<VirtualEthernetCardMacType>),
-    VirtualEthernetCardNetworkBackingInfo(Box<VirtualEthernetCardNetworkBackingInfo>),
-    VirtualEthernetCardNetworkBackingOption(Box<VirtualEthernetCardNetworkBackingOption>),
-    #[cfg(feature = "all-faults")] VirtualEthernetCardNotSupported(Box<VirtualEthernetCardNotSupported>),
-    VirtualEthernetCardOpaqueNetworkBackingInfo(Box<VirtualEthernetCardOpaqueNetworkBackingInfo>),
-    VirtualEthernetCardOpaqueNetworkBackingOption(Box<VirtualEthernetCardOpaqueNetworkBackingOption>),
-    VirtualEthernetCardOption(Box<VirtualEthernetCardOption>),
-    VirtualEthernetCardResourceAllocation(Box<VirtualEthernetCardResourceAllocation>),
-    VirtualFloppy(Box<VirtualFloppy>),
-    VirtualFloppyDeviceBackingInfo(Box<VirtualFloppyDeviceBackingInfo>),
-    VirtualFloppyDeviceBackingOption(Box<VirtualFloppyDeviceBackingOption>),
-    VirtualFloppyImageBackingInfo(Box<VirtualFloppyImageBackingInfo>),
-    VirtualFloppyImageBackingOption(Box<VirtualFloppyImageBackingOption>),
-    VirtualFloppyOption(Box<VirtualFloppyOption>),
-    VirtualFloppyRemoteDeviceBackingInfo(Box<VirtualFloppyRemoteDeviceBackingInfo>),
-    VirtualFloppyRemoteDeviceBackingOption(Box<VirtualFloppyRemoteDeviceBackingOption>),
-    VirtualHardware(Box<VirtualHardware>),
-    #[cfg(feature = "all-faults")] VirtualHardwareCompatibilityIssue(Box<VirtualHardwareCompatibilityIssue>),
-    VirtualHardwareMotherboardLayout(Box<VirtualHardwareMotherboardLayout>),
-    VirtualHardwareOption(Box<VirtualHardwareOption>),
-    #[cfg(feature = "all-faults")] VirtualHardwareVersionNotSupported(Box<VirtualHardwareVersionNotSupported>),
-    VirtualHdAudioCard(Box<VirtualHdAudioCard>),
-    VirtualHdAudioCardOption(Box<VirtualHdAudioCardOption>),
-    VirtualIDEController(Box<VirtualIDEController>),
-    VirtualIDEControllerOption(Box<VirtualIDEControllerOption>),
-    VirtualKeyboard(Box<VirtualKeyboard>),
-    VirtualKeyboardOption(Box<VirtualKeyboardOption>),
-    VirtualLsiLogicController(Box<VirtualLsiLogicController>),
-    VirtualLsiLogicControllerOption(Box<VirtualLsiLogicControllerOption>),
-    VirtualLsiLogicSASController(Box<VirtualLsiLogicSASController>),
-    VirtualLsiLogicSASControllerOption(Box<VirtualLsiLogicSASControllerOption>),
-    VirtualMachineAffinityInfo(Box<VirtualMachineAffinityInfo>),
-    VirtualMachineAppHeartbeatStatusType(Box<VirtualMachineAppHeartbeatStatusType>),
-    VirtualMachineBaseIndependentFilterSpec(Box<VirtualMachineBaseIndependentFilterSpec>),
-    VirtualMachineBootOptions(Box<VirtualMachineBootOptions>),
-    VirtualMachineBootOptionsBootableCdromDevice(Box<VirtualMachineBootOptionsBootableCdromDevice>),
-    VirtualMachineBootOptionsBootableDevice(Box<VirtualMachineBootOptionsBootableDevice>),
-    VirtualMachineBootOptionsBootableDiskDevice(Box<VirtualMachineBootOptionsBootableDiskDevice>),
-    VirtualMachineBootOptionsBootableEthernetDevice(Box<VirtualMachineBootOptionsBootableEthernetDevice>),
-    VirtualMachineBootOptionsBootableFloppyDevice(Box<VirtualMachineBootOptionsBootableFloppyDevice>),
-    VirtualMachineBootOptionsNetworkBootProtocolType(Box<VirtualMachineBootOptionsNetworkBootProtocolType>),
-    VirtualMachineCapability(Box<VirtualMachineCapability>),
-    VirtualMachineCdromInfo(Box<VirtualMachineCdromInfo>),
-    VirtualMachineCertThumbprint(Box<VirtualMachineCertThumbprint>),
+    VirtualMachinePowerOffBehavior(Box<VirtualMachinePowerOffBehavior>),
+    VirtualMachinePowerOpType(Box<VirtualMachinePowerOpType>),
+    VirtualMachinePowerState(Box<VirtualMachinePowerState>),
+    VirtualMachineRecordReplayState(Box<VirtualMachineRecordReplayState>),
+    VirtualMachineRelocateDiskMoveOptions(Box<VirtualMachineRelocateDiskMoveOptions>),
+    VirtualMachineRelocateTransformation(Box<VirtualMachineRelocateTransformation>),
+    VirtualMachineScsiPassthroughType(Box<VirtualMachineScsiPassthroughType>),
+    VirtualMachineSgxInfoFlcModes(Box<VirtualMachineSgxInfoFlcModes>),
+    VirtualMachineStandbyActionType(Box<VirtualMachineStandbyActionType>),
+    VirtualMachineTargetInfoConfigurationTag(Box<VirtualMachineTargetInfoConfigurationTag>),
+    VirtualMachineTicketType(Box<VirtualMachineTicketType>),
+    VirtualMachineToolsInstallType(Box<VirtualMachineToolsInstallType>),
+    VirtualMachineToolsRunningStatus(Box<VirtualMachineToolsRunningStatus>),
+    VirtualMachineToolsStatus(Box<VirtualMachineToolsStatus>),
+    VirtualMachineToolsVersionStatus(Box<VirtualMachineToolsVersionStatus>),
+    VirtualMachineUsbInfoFamily(Box<VirtualMachineUsbInfoFamily>),
+    VirtualMachineUsbInfoSpeed(Box<VirtualMachineUsbInfoSpeed>),
+    VirtualMachineVMCIDeviceAction(Box<VirtualMachineVMCIDeviceAction>),
+    VirtualMachineVMCIDeviceDirection(Box<VirtualMachineVMCIDeviceDirection>),
+    VirtualMachineVMCIDeviceProtocol(Box<VirtualMachineVMCIDeviceProtocol>),
+    VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(Box<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType>),
+    VirtualMachineVgpuProfileInfoProfileClass(Box<VirtualMachineVgpuProfileInfoProfileClass>),
+    VirtualMachineVgpuProfileInfoProfileSharing(Box<VirtualMachineVgpuProfileInfoProfileSharing>),
+    VirtualMachineVideoCardUse3dRenderer(Box<VirtualMachineVideoCardUse3dRenderer>),
+    VirtualMachineVirtualDeviceSwapDeviceSwapStatus(Box<VirtualMachineVirtualDeviceSwapDeviceSwapStatus>),
+    VirtualMachineVirtualPMemSnapshotMode(Box<VirtualMachineVirtualPMemSnapshotMode>),
+    VirtualMachineWindowsQuiesceSpecVssBackupContext(Box<VirtualMachineWindowsQuiesceSpecVssBackupContext>),
+    VirtualNVMEControllerSharing(Box<VirtualNVMEControllerSharing>),
+    VirtualPointingDeviceHostChoice(Box<VirtualPointingDeviceHostChoice>),
+    VirtualSCSISharing(Box<VirtualSCSISharing>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -379,160 +795,39 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRuleSpec(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRuleSpecRuleType(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSeSparseBackingInfo(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSeSparseBackingOption(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSharing(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSparseVer1BackingInfo(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSparseVer1BackingOption(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSparseVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSparseVer2BackingOption(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSpec(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskType(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskVFlashCacheConfigInfo(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualE1000(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualE1000Option(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualE1000e(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualE1000eOption(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEnsoniq1371(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEnsoniq1371Option(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCard(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardDVPortBackingOption(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardLegacyNetworkBackingInfo(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardLegacyNetworkBackingOption(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardLegacyNetworkDeviceName(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardMacType(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNetworkBackingInfo(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNetworkBackingOption(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNotSupported(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOpaqueNetworkBackingOption(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOption(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardResourceAllocation(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppy(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyImageBackingInfo(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyImageBackingOption(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyOption(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyRemoteDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyRemoteDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardware(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareCompatibilityIssue(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareMotherboardLayout(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareOption(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareVersionNotSupported(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHdAudioCard(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHdAudioCardOption(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualIDEController(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualIDEControllerOption(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualKeyboard(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualKeyboardOption(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualLsiLogicController(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualLsiLogicControllerOption(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualLsiLogicSASController(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualLsiLogicSASControllerOption(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineAffinityInfo(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineAppHeartbeatStatusType(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBaseIndependentFilterSpec(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptions(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableCdromDevice(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableDevice(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableDiskDevice(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableEthernetDevice(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableFloppyDevice(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsNetworkBootProtocolType(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCapability(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCdromInfo(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCertThumbprint(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::VirtualDiskRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskRuleSpecRuleType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskSeSparseBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskSeSparseBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskSharing(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskSparseVer1BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskSparseVer1BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskSparseVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskSparseVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskVFlashCacheConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualE1000(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualE1000Option(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualE1000e(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualE1000eOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEnsoniq1371(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEnsoniq1371Option(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCard(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardDVPortBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardMacType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardNetworkBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardNetworkBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VirtualEthernetCardNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardResourceAllocation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualFloppy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualFloppyDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualFloppyDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualFloppyImageBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualFloppyImageBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualFloppyOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualFloppyRemoteDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualFloppyRemoteDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualHardware(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VirtualHardwareCompatibilityIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualHardwareMotherboardLayout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualHardwareOption(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::VirtualHardwareVersionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualHdAudioCard(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualHdAudioCardOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualIDEController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualIDEControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualKeyboard(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualKeyboardOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualLsiLogicController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualLsiLogicControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualLsiLogicSASController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualLsiLogicSASControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineAffinityInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineAppHeartbeatStatusType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineBaseIndependentFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineBootOptions(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineBootOptionsBootableCdromDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineBootOptionsBootableDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineBootOptionsBootableDiskDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineCdromInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineCertThumbprint(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachinePowerOffBehavior(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachinePowerOpType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachinePowerState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineRecordReplayState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineRelocateDiskMoveOptions(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineRelocateTransformation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineScsiPassthroughType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineSgxInfoFlcModes(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineStandbyActionType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineTargetInfoConfigurationTag(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineTicketType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineToolsInstallType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineToolsRunningStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineToolsStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineToolsVersionStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineUsbInfoFamily(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineUsbInfoSpeed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVMCIDeviceAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVMCIDeviceDirection(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVMCIDeviceProtocol(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVgpuProfileInfoProfileClass(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVgpuProfileInfoProfileSharing(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVideoCardUse3dRenderer(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineVirtualPMemSnapshotMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualNVMEControllerSharing(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualPointingDeviceHostChoice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualSCSISharing(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -546,76 +841,36 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::VirtualDiskRuleSpec(_) => "VirtualDiskRuleSpec",
-            Object::VirtualDiskRuleSpecRuleType(_) => "VirtualDiskRuleSpecRuleType",
-            Object::VirtualDiskSeSparseBackingInfo(_) => "VirtualDiskSeSparseBackingInfo",
-            Object::VirtualDiskSeSparseBackingOption(_) => "VirtualDiskSeSparseBackingOption",
-            Object::VirtualDiskSharing(_) => "VirtualDiskSharing",
-            Object::VirtualDiskSparseVer1BackingInfo(_) => "VirtualDiskSparseVer1BackingInfo",
-            Object::VirtualDiskSparseVer1BackingOption(_) => "VirtualDiskSparseVer1BackingOption",
-            Object::VirtualDiskSparseVer2BackingInfo(_) => "VirtualDiskSparseVer2BackingInfo",
-            Object::VirtualDiskSparseVer2BackingOption(_) => "VirtualDiskSparseVer2BackingOption",
-            Object::VirtualDiskSpec(_) => "VirtualDiskSpec",
-            Object::VirtualDiskType(_) => "VirtualDiskType",
-            Object::VirtualDiskVFlashCacheConfigInfo(_) => "VirtualDiskVFlashCacheConfigInfo",
-            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(_) => "VirtualDiskVFlashCacheConfigInfoCacheConsistencyType",
-            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(_) => "VirtualDiskVFlashCacheConfigInfoCacheMode",
-            Object::VirtualE1000(_) => "VirtualE1000",
-            Object::VirtualE1000Option(_) => "VirtualE1000Option",
-            Object::VirtualE1000e(_) => "VirtualE1000e",
-            Object::VirtualE1000eOption(_) => "VirtualE1000eOption",
-            Object::VirtualEnsoniq1371(_) => "VirtualEnsoniq1371",
-            Object::VirtualEnsoniq1371Option(_) => "VirtualEnsoniq1371Option",
-            Object::VirtualEthernetCard(_) => "VirtualEthernetCard",
-            Object::VirtualEthernetCardDVPortBackingOption(_) => "VirtualEthernetCardDVPortBackingOption",
-            Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(_) => "VirtualEthernetCardDistributedVirtualPortBackingInfo",
-            Object::VirtualEthernetCardLegacyNetworkBackingInfo(_) => "VirtualEthernetCardLegacyNetworkBackingInfo",
-            Object::VirtualEthernetCardLegacyNetworkBackingOption(_) => "VirtualEthernetCardLegacyNetworkBackingOption",
-            Object::VirtualEthernetCardLegacyNetworkDeviceName(_) => "VirtualEthernetCardLegacyNetworkDeviceName",
-            Object::VirtualEthernetCardMacType(_) => "VirtualEthernetCardMacType",
-            Object::VirtualEthernetCardNetworkBackingInfo(_) => "VirtualEthernetCardNetworkBackingInfo",
-            Object::VirtualEthernetCardNetworkBackingOption(_) => "VirtualEthernetCardNetworkBackingOption",
-            #[cfg(feature = "all-faults")] Object::VirtualEthernetCardNotSupported(_) => "VirtualEthernetCardNotSupported",
-            Object::VirtualEthernetCardOpaqueNetworkBackingInfo(_) => "VirtualEthernetCardOpaqueNetworkBackingInfo",
-            Object::VirtualEthernetCardOpaqueNetworkBackingOption(_) => "VirtualEthernetCardOpaqueNetworkBackingOption",
-            Object::VirtualEthernetCardOption(_) => "VirtualEthernetCardOption",
-            Object::VirtualEthernetCardResourceAllocation(_) => "VirtualEthernetCardResourceAllocation",
-            Object::VirtualFloppy(_) => "VirtualFloppy",
-            Object::VirtualFloppyDeviceBackingInfo(_) => "VirtualFloppyDeviceBackingInfo",
-            Object::VirtualFloppyDeviceBackingOption(_) => "VirtualFloppyDeviceBackingOption",
-            Object::VirtualFloppyImageBackingInfo(_) => "VirtualFloppyImageBackingInfo",
-            Object::VirtualFloppyImageBackingOption(_) => "VirtualFloppyImageBackingOption",
-            Object::VirtualFloppyOption(_) => "VirtualFloppyOption",
-            Object::VirtualFloppyRemoteDeviceBackingInfo(_) => "VirtualFloppyRemoteDeviceBackingInfo",
-            Object::VirtualFloppyRemoteDeviceBackingOption(_) => "VirtualFloppyRemoteDeviceBackingOption",
-            Object::VirtualHardware(_) => "VirtualHardware",
-            #[cfg(feature = "all-faults")] Object::VirtualHardwareCompatibilityIssue(_) => "VirtualHardwareCompatibilityIssue",
-            Object::VirtualHardwareMotherboardLayout(_) => "VirtualHardwareMotherboardLayout",
-            Object::VirtualHardwareOption(_) => "VirtualHardwareOption",
-            #[cfg(feature = "all-faults")] Object::VirtualHardwareVersionNotSupported(_) => "VirtualHardwareVersionNotSupported",
-            Object::VirtualHdAudioCard(_) => "VirtualHdAudioCard",
-            Object::VirtualHdAudioCardOption(_) => "VirtualHdAudioCardOption",
-            Object::VirtualIDEController(_) => "VirtualIDEController",
-            Object::VirtualIDEControllerOption(_) => "VirtualIDEControllerOption",
-            Object::VirtualKeyboard(_) => "VirtualKeyboard",
-            Object::VirtualKeyboardOption(_) => "VirtualKeyboardOption",
-            Object::VirtualLsiLogicController(_) => "VirtualLsiLogicController",
-            Object::VirtualLsiLogicControllerOption(_) => "VirtualLsiLogicControllerOption",
-            Object::VirtualLsiLogicSASController(_) => "VirtualLsiLogicSASController",
-            Object::VirtualLsiLogicSASControllerOption(_) => "VirtualLsiLogicSASControllerOption",
-            Object::VirtualMachineAffinityInfo(_) => "VirtualMachineAffinityInfo",
-            Object::VirtualMachineAppHeartbeatStatusType(_) => "VirtualMachineAppHeartbeatStatusType",
-            Object::VirtualMachineBaseIndependentFilterSpec(_) => "VirtualMachineBaseIndependentFilterSpec",
-            Object::VirtualMachineBootOptions(_) => "VirtualMachineBootOptions",
-            Object::VirtualMachineBootOptionsBootableCdromDevice(_) => "VirtualMachineBootOptionsBootableCdromDevice",
-            Object::VirtualMachineBootOptionsBootableDevice(_) => "VirtualMachineBootOptionsBootableDevice",
-            Object::VirtualMachineBootOptionsBootableDiskDevice(_) => "VirtualMachineBootOptionsBootableDiskDevice",
-            Object::VirtualMachineBootOptionsBootableEthernetDevice(_) => "VirtualMachineBootOptionsBootableEthernetDevice",
-            Object::VirtualMachineBootOptionsBootableFloppyDevice(_) => "VirtualMachineBootOptionsBootableFloppyDevice",
-            Object::VirtualMachineBootOptionsNetworkBootProtocolType(_) => "VirtualMachineBootOptionsNetworkBootProtocolType",
-            Object::VirtualMachineCapability(_) => "VirtualMachineCapability",
-            Object::VirtualMachineCdromInfo(_) => "VirtualMachineCdromInfo",
-            Object::VirtualMachineCertThumbprint(_) => "VirtualMachineCertThumbprint",
+            Object::VirtualMachinePowerOffBehavior(_) => "VirtualMachinePowerOffBehavior",
+            Object::VirtualMachinePowerOpType(_) => "VirtualMachinePowerOpType",
+            Object::VirtualMachinePowerState(_) => "VirtualMachinePowerState",
+            Object::VirtualMachineRecordReplayState(_) => "VirtualMachineRecordReplayState",
+            Object::VirtualMachineRelocateDiskMoveOptions(_) => "VirtualMachineRelocateDiskMoveOptions",
+            Object::VirtualMachineRelocateTransformation(_) => "VirtualMachineRelocateTransformation",
+            Object::VirtualMachineScsiPassthroughType(_) => "VirtualMachineScsiPassthroughType",
+            Object::VirtualMachineSgxInfoFlcModes(_) => "VirtualMachineSgxInfoFlcModes",
+            Object::VirtualMachineStandbyActionType(_) => "VirtualMachineStandbyActionType",
+            Object::VirtualMachineTargetInfoConfigurationTag(_) => "VirtualMachineTargetInfoConfigurationTag",
+            Object::VirtualMachineTicketType(_) => "VirtualMachineTicketType",
+            Object::VirtualMachineToolsInstallType(_) => "VirtualMachineToolsInstallType",
+            Object::VirtualMachineToolsRunningStatus(_) => "VirtualMachineToolsRunningStatus",
+            Object::VirtualMachineToolsStatus(_) => "VirtualMachineToolsStatus",
+            Object::VirtualMachineToolsVersionStatus(_) => "VirtualMachineToolsVersionStatus",
+            Object::VirtualMachineUsbInfoFamily(_) => "VirtualMachineUsbInfoFamily",
+            Object::VirtualMachineUsbInfoSpeed(_) => "VirtualMachineUsbInfoSpeed",
+            Object::VirtualMachineVMCIDeviceAction(_) => "VirtualMachineVMCIDeviceAction",
+            Object::VirtualMachineVMCIDeviceDirection(_) => "VirtualMachineVMCIDeviceDirection",
+            Object::VirtualMachineVMCIDeviceProtocol(_) => "VirtualMachineVMCIDeviceProtocol",
+            Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(_) => "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType",
+            Object::VirtualMachineVgpuProfileInfoProfileClass(_) => "VirtualMachineVgpuProfileInfoProfileClass",
+            Object::VirtualMachineVgpuProfileInfoProfileSharing(_) => "VirtualMachineVgpuProfileInfoProfileSharing",
+            Object::VirtualMachineVideoCardUse3dRenderer(_) => "VirtualMachineVideoCardUse3dRenderer",
+            Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(_) => "VirtualMachineVirtualDeviceSwapDeviceSwapStatus",
+            Object::VirtualMachineVirtualPMemSnapshotMode(_) => "VirtualMachineVirtualPMemSnapshotMode",
+            Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(_) => "VirtualMachineWindowsQuiesceSpecVssBackupContext",
+            Object::VirtualNVMEControllerSharing(_) => "VirtualNVMEControllerSharing",
+            Object::VirtualPointingDeviceHostChoice(_) => "VirtualPointingDeviceHostChoice",
+            Object::VirtualSCSISharing(_) => "VirtualSCSISharing",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -635,1197 +890,517 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::VirtualDiskRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskRuleSpecRuleType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskSeSparseBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskSeSparseBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskSharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskSparseVer1BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskSparseVer1BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskSparseVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskSparseVer2BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskVFlashCacheConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualE1000(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualE1000Option(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualE1000e(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualE1000eOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEnsoniq1371(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEnsoniq1371Option(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCard(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardDVPortBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardMacType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardNetworkBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardNetworkBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VirtualEthernetCardNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardResourceAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualFloppy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualFloppyDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualFloppyDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualFloppyImageBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualFloppyImageBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualFloppyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualFloppyRemoteDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualFloppyRemoteDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualHardware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VirtualHardwareCompatibilityIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualHardwareMotherboardLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualHardwareOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::VirtualHardwareVersionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualHdAudioCard(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualHdAudioCardOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualIDEController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualIDEControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualKeyboard(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualKeyboardOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualLsiLogicController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualLsiLogicControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualLsiLogicSASController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualLsiLogicSASControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineAffinityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineAppHeartbeatStatusType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineBaseIndependentFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineBootOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineBootOptionsBootableCdromDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineBootOptionsBootableDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineBootOptionsBootableDiskDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineCdromInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineCertThumbprint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachinePowerOffBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachinePowerOpType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachinePowerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineRecordReplayState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineRelocateDiskMoveOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineRelocateTransformation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineScsiPassthroughType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineSgxInfoFlcModes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineStandbyActionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineTargetInfoConfigurationTag(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineTicketType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineToolsInstallType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineToolsRunningStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineToolsStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineToolsVersionStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineUsbInfoFamily(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineUsbInfoSpeed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVMCIDeviceAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVMCIDeviceDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVMCIDeviceProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVgpuProfileInfoProfileClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVgpuProfileInfoProfileSharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVideoCardUse3dRenderer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineVirtualPMemSnapshotMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualNVMEControllerSharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualPointingDeviceHostChoice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualSCSISharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for VirtualDiskRuleSpec {
+impl x::ObjectType for VirtualMachinePowerOffBehavior {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskRuleSpec(value)
+        Object::VirtualMachinePowerOffBehavior(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachinePowerOffBehavior(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachinePowerOffBehavior(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskRuleSpecRuleType {
+impl x::ObjectType for VirtualMachinePowerOpType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskRuleSpecRuleType(value)
+        Object::VirtualMachinePowerOpType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRuleSpecRuleType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachinePowerOpType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRuleSpecRuleType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachinePowerOpType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskSeSparseBackingInfo {
+impl x::ObjectType for VirtualMachinePowerState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskSeSparseBackingInfo(value)
+        Object::VirtualMachinePowerState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSeSparseBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachinePowerState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSeSparseBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachinePowerState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskSeSparseBackingOption {
+impl x::ObjectType for VirtualMachineRecordReplayState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskSeSparseBackingOption(value)
+        Object::VirtualMachineRecordReplayState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSeSparseBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineRecordReplayState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSeSparseBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineRecordReplayState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskSharing {
+impl x::ObjectType for VirtualMachineRelocateDiskMoveOptions {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskSharing(value)
+        Object::VirtualMachineRelocateDiskMoveOptions(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSharing(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineRelocateDiskMoveOptions(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSharing(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineRelocateDiskMoveOptions(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskSparseVer1BackingInfo {
+impl x::ObjectType for VirtualMachineRelocateTransformation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskSparseVer1BackingInfo(value)
+        Object::VirtualMachineRelocateTransformation(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSparseVer1BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineRelocateTransformation(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSparseVer1BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineRelocateTransformation(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskSparseVer1BackingOption {
+impl x::ObjectType for VirtualMachineScsiPassthroughType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskSparseVer1BackingOption(value)
+        Object::VirtualMachineScsiPassthroughType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSparseVer1BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineScsiPassthroughType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSparseVer1BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineScsiPassthroughType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskSparseVer2BackingInfo {
+impl x::ObjectType for VirtualMachineSgxInfoFlcModes {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskSparseVer2BackingInfo(value)
+        Object::VirtualMachineSgxInfoFlcModes(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSparseVer2BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineSgxInfoFlcModes(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSparseVer2BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineSgxInfoFlcModes(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskSparseVer2BackingOption {
+impl x::ObjectType for VirtualMachineStandbyActionType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskSparseVer2BackingOption(value)
+        Object::VirtualMachineStandbyActionType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSparseVer2BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineStandbyActionType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSparseVer2BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineStandbyActionType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskSpec {
+impl x::ObjectType for VirtualMachineTargetInfoConfigurationTag {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskSpec(value)
+        Object::VirtualMachineTargetInfoConfigurationTag(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineTargetInfoConfigurationTag(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineTargetInfoConfigurationTag(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskType {
+impl x::ObjectType for VirtualMachineTicketType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskType(value)
+        Object::VirtualMachineTicketType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineTicketType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineTicketType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskVFlashCacheConfigInfo {
+impl x::ObjectType for VirtualMachineToolsInstallType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskVFlashCacheConfigInfo(value)
+        Object::VirtualMachineToolsInstallType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineToolsInstallType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineToolsInstallType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskVFlashCacheConfigInfoCacheConsistencyType {
+impl x::ObjectType for VirtualMachineToolsRunningStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(value)
+        Object::VirtualMachineToolsRunningStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineToolsRunningStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineToolsRunningStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskVFlashCacheConfigInfoCacheMode {
+impl x::ObjectType for VirtualMachineToolsStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualDiskVFlashCacheConfigInfoCacheMode(value)
+        Object::VirtualMachineToolsStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineToolsStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineToolsStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualE1000 {
+impl x::ObjectType for VirtualMachineToolsVersionStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualE1000(value)
+        Object::VirtualMachineToolsVersionStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualE1000(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineToolsVersionStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualE1000(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineToolsVersionStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualE1000Option {
+impl x::ObjectType for VirtualMachineUsbInfoFamily {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualE1000Option(value)
+        Object::VirtualMachineUsbInfoFamily(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualE1000Option(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineUsbInfoFamily(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualE1000Option(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineUsbInfoFamily(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualE1000e {
+impl x::ObjectType for VirtualMachineUsbInfoSpeed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualE1000e(value)
+        Object::VirtualMachineUsbInfoSpeed(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualE1000e(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineUsbInfoSpeed(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualE1000e(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineUsbInfoSpeed(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualE1000eOption {
+impl x::ObjectType for VirtualMachineVMCIDeviceAction {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualE1000eOption(value)
+        Object::VirtualMachineVMCIDeviceAction(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualE1000eOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVMCIDeviceAction(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualE1000eOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVMCIDeviceAction(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEnsoniq1371 {
+impl x::ObjectType for VirtualMachineVMCIDeviceDirection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEnsoniq1371(value)
+        Object::VirtualMachineVMCIDeviceDirection(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEnsoniq1371(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVMCIDeviceDirection(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEnsoniq1371(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVMCIDeviceDirection(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEnsoniq1371Option {
+impl x::ObjectType for VirtualMachineVMCIDeviceProtocol {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEnsoniq1371Option(value)
+        Object::VirtualMachineVMCIDeviceProtocol(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEnsoniq1371Option(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVMCIDeviceProtocol(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEnsoniq1371Option(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVMCIDeviceProtocol(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCard {
+impl x::ObjectType for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCard(value)
+        Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCard(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCard(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardDVPortBackingOption {
+impl x::ObjectType for VirtualMachineVgpuProfileInfoProfileClass {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardDVPortBackingOption(value)
+        Object::VirtualMachineVgpuProfileInfoProfileClass(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardDVPortBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVgpuProfileInfoProfileClass(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardDVPortBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVgpuProfileInfoProfileClass(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardDistributedVirtualPortBackingInfo {
+impl x::ObjectType for VirtualMachineVgpuProfileInfoProfileSharing {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(value)
+        Object::VirtualMachineVgpuProfileInfoProfileSharing(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVgpuProfileInfoProfileSharing(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVgpuProfileInfoProfileSharing(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardLegacyNetworkBackingInfo {
+impl x::ObjectType for VirtualMachineVideoCardUse3dRenderer {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardLegacyNetworkBackingInfo(value)
+        Object::VirtualMachineVideoCardUse3dRenderer(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVideoCardUse3dRenderer(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVideoCardUse3dRenderer(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardLegacyNetworkBackingOption {
+impl x::ObjectType for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardLegacyNetworkBackingOption(value)
+        Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardLegacyNetworkDeviceName {
+impl x::ObjectType for VirtualMachineVirtualPMemSnapshotMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardLegacyNetworkDeviceName(value)
+        Object::VirtualMachineVirtualPMemSnapshotMode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineVirtualPMemSnapshotMode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineVirtualPMemSnapshotMode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardMacType {
+impl x::ObjectType for VirtualMachineWindowsQuiesceSpecVssBackupContext {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardMacType(value)
+        Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardMacType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardMacType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardNetworkBackingInfo {
+impl x::ObjectType for VirtualNVMEControllerSharing {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardNetworkBackingInfo(value)
+        Object::VirtualNVMEControllerSharing(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardNetworkBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualNVMEControllerSharing(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardNetworkBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualNVMEControllerSharing(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardNetworkBackingOption {
+impl x::ObjectType for VirtualPointingDeviceHostChoice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardNetworkBackingOption(value)
+        Object::VirtualPointingDeviceHostChoice(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardNetworkBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualPointingDeviceHostChoice(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardNetworkBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualPointingDeviceHostChoice(v) => Ok(v), other => Err(other), }
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualEthernetCardNotSupported {
+impl x::ObjectType for VirtualSCSISharing {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardNotSupported(value)
+        Object::VirtualSCSISharing(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VirtualSCSISharing(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardOpaqueNetworkBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualEthernetCardOpaqueNetworkBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardOpaqueNetworkBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualEthernetCardOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualEthernetCardResourceAllocation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualEthernetCardResourceAllocation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardResourceAllocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardResourceAllocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualFloppy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualFloppy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualFloppyDeviceBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualFloppyDeviceBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualFloppyDeviceBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualFloppyDeviceBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualFloppyImageBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualFloppyImageBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyImageBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyImageBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualFloppyImageBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualFloppyImageBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyImageBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyImageBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualFloppyOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualFloppyOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualFloppyRemoteDeviceBackingInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualFloppyRemoteDeviceBackingInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualFloppyRemoteDeviceBackingOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualFloppyRemoteDeviceBackingOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyRemoteDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyRemoteDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualHardware {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualHardware(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardware(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardware(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualHardwareCompatibilityIssue {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualHardwareCompatibilityIssue(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardwareCompatibilityIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardwareCompatibilityIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualHardwareMotherboardLayout {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualHardwareMotherboardLayout(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardwareMotherboardLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardwareMotherboardLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualHardwareOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualHardwareOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardwareOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardwareOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualHardwareVersionNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualHardwareVersionNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardwareVersionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardwareVersionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualHdAudioCard {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualHdAudioCard(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHdAudioCard(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHdAudioCard(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualHdAudioCardOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualHdAudioCardOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHdAudioCardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHdAudioCardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualIDEController {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualIDEController(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualIDEController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualIDEController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualIDEControllerOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualIDEControllerOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualIDEControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualIDEControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualKeyboard {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualKeyboard(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualKeyboard(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualKeyboard(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualKeyboardOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualKeyboardOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualKeyboardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualKeyboardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualLsiLogicController {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualLsiLogicController(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualLsiLogicController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualLsiLogicController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualLsiLogicControllerOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualLsiLogicControllerOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualLsiLogicControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualLsiLogicControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualLsiLogicSASController {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualLsiLogicSASController(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualLsiLogicSASController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualLsiLogicSASController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualLsiLogicSASControllerOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualLsiLogicSASControllerOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualLsiLogicSASControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualLsiLogicSASControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineAffinityInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineAffinityInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineAffinityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineAffinityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineAppHeartbeatStatusType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineAppHeartbeatStatusType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineBaseIndependentFilterSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineBaseIndependentFilterSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBaseIndependentFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBaseIndependentFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineBootOptions {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineBootOptions(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineBootOptionsBootableCdromDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineBootOptionsBootableCdromDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineBootOptionsBootableDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineBootOptionsBootableDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineBootOptionsBootableDiskDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineBootOptionsBootableDiskDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineBootOptionsBootableEthernetDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineBootOptionsBootableEthernetDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineBootOptionsBootableFloppyDevice {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineBootOptionsBootableFloppyDevice(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineBootOptionsNetworkBootProtocolType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineBootOptionsNetworkBootProtocolType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineCapability {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineCapability(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineCdromInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineCdromInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCdromInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCdromInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineCertThumbprint {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineCertThumbprint(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCertThumbprint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCertThumbprint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VirtualSCSISharing(v) => Ok(v), other => Err(other), }
     }
 }

@@ -6,544 +6,910 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::enumeration(x::Name(0x1eb5a29), 0, 1), // VirtualMachineCertThumbprintHashAlgorithm
-        x::TypeEntry::structure(x::Name(0x1eb8417), x::Name(0xbb9c0b), 0, 8), // VirtualMachineCloneSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1eb9c29), 1, 2), // VirtualMachineCloneSpecTpmProvisionPolicy
-        x::TypeEntry::structure(x::Name(0x1ebc618), x::Name(0xbb9c0b), 8, 87), // VirtualMachineConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ebdf28), x::Name(0xbb9c0b), 95, 2), // VirtualMachineConfigInfoDatastoreUrlPair: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ec0823), 3, 3), // VirtualMachineConfigInfoNpivWwnType
-        x::TypeEntry::structure(x::Name(0x1ec2c24), x::Name(0xbb9c0b), 97, 2), // VirtualMachineConfigInfoOverheadInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ec5129), 6, 3), // VirtualMachineConfigInfoSwapPlacementType
-        x::TypeEntry::structure(x::Name(0x1ec7b1a), x::Name(0xbb9c0b), 99, 12), // VirtualMachineConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ec9624), x::Name(0xbb9c0b), 111, 7), // VirtualMachineConfigOptionDescriptor: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ecbb18), x::Name(0xbb9c0b), 118, 83), // VirtualMachineConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ecd428), 9, 3), // VirtualMachineConfigSpecEncryptedFtModes
-        x::TypeEntry::enumeration(x::Name(0x1ecfd2d), 12, 3), // VirtualMachineConfigSpecEncryptedVMotionModes
-        x::TypeEntry::enumeration(x::Name(0x1ed2b21), 15, 4), // VirtualMachineConfigSpecNpivWwnOp
-        x::TypeEntry::structure(x::Name(0x1ed4d1b), x::Name(0xbb9c0b), 201, 21), // VirtualMachineConfigSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ed6918), x::Name(0xbb9c0b), 222, 3), // VirtualMachineConnection: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ed821d), 19, 5), // VirtualMachineConnectionState
-        x::TypeEntry::structure(x::Name(0x1eda020), x::Name(0xbb9c0b), 225, 3), // VirtualMachineConsolePreferences: DynamicData
-        x::TypeEntry::structure(x::Name(0x1edc124), x::Name(0xbb9c0b), 228, 2), // VirtualMachineContentLibraryItemInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ede61b), x::Name(0x57b40f), 230, 1), // VirtualMachineCpuIdInfoSpec: ArrayUpdateSpec
-        x::TypeEntry::enumeration(x::Name(0x1ee0219), 24, 2), // VirtualMachineCryptoState
-        x::TypeEntry::structure(x::Name(0x1ee1c1b), x::Name(0x1fc7f18), 231, 9), // VirtualMachineDatastoreInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1ee3823), x::Name(0xbb9c0b), 240, 2), // VirtualMachineDatastoreVolumeOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ee5c20), x::Name(0xbb9c0b), 242, 7), // VirtualMachineDefaultPowerOpInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ee7d20), x::Name(0x1f8db19), 249, 0), // VirtualMachineDefaultProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::structure(x::Name(0x1ee9e20), x::Name(0x1f8db19), 249, 4), // VirtualMachineDefinedProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::structure(x::Name(0x1eebf1f), x::Name(0xbb9c0b), 253, 2), // VirtualMachineDeviceRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1eedf31), x::Name(0xbb9c0b), 255, 0), // VirtualMachineDeviceRuntimeInfoDeviceRuntimeState: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ef113e), x::Name(0x1eedf31), 255, 10), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
-        x::TypeEntry::enumeration(x::Name(0x1ef5061), 26, 2), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther
-        x::TypeEntry::enumeration(x::Name(0x1efb25e), 28, 14), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm
-        x::TypeEntry::structure(x::Name(0x1f0111c), x::Name(0x1fc7f18), 265, 2), // VirtualMachineDiskDeviceInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f02e1d), x::Name(0xbb9c0b), 267, 4), // VirtualMachineDisplayTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f04c1a), x::Name(0xbb9c0b), 271, 4), // VirtualMachineDvxClassInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f06724), x::Name(0x1fc7f18), 275, 5), // VirtualMachineDynamicPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f08c28), x::Name(0x1e9ba27), 280, 0), // VirtualMachineEmptyIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::structure(x::Name(0x1f0b51e), x::Name(0x1f8db19), 280, 0), // VirtualMachineEmptyProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::enumeration(x::Name(0x1f0d421), 42, 6), // VirtualMachineFaultToleranceState
-        x::TypeEntry::enumeration(x::Name(0x1f0f620), 48, 3), // VirtualMachineFaultToleranceType
-        x::TypeEntry::structure(x::Name(0x1f11720), x::Name(0xbb9c0b), 280, 3), // VirtualMachineFeatureRequirement: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f13816), x::Name(0xbb9c0b), 283, 5), // VirtualMachineFileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f14f18), x::Name(0xbb9c0b), 288, 5), // VirtualMachineFileLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f16822), x::Name(0xbb9c0b), 293, 2), // VirtualMachineFileLayoutDiskLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f18b1a), x::Name(0xbb9c0b), 295, 4), // VirtualMachineFileLayoutEx: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f1a624), x::Name(0xbb9c0b), 299, 3), // VirtualMachineFileLayoutExDiskLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f1cb22), x::Name(0xbb9c0b), 302, 1), // VirtualMachineFileLayoutExDiskUnit: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f1ee22), x::Name(0xbb9c0b), 303, 7), // VirtualMachineFileLayoutExFileInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f21122), 51, 25), // VirtualMachineFileLayoutExFileType
-        x::TypeEntry::structure(x::Name(0x1f23428), x::Name(0xbb9c0b), 310, 4), // VirtualMachineFileLayoutExSnapshotLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f25d26), x::Name(0xbb9c0b), 314, 2), // VirtualMachineFileLayoutSnapshotLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f28416), x::Name(0xbb9c0b), 316, 17), // VirtualMachineFlagInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f29b21), 76, 3), // VirtualMachineFlagInfoMonitorType
-        x::TypeEntry::enumeration(x::Name(0x1f2bd26), 79, 3), // VirtualMachineFlagInfoVirtualExecUsage
-        x::TypeEntry::enumeration(x::Name(0x1f2e425), 82, 3), // VirtualMachineFlagInfoVirtualMmuUsage
+        x::TypeEntry::structure(x::Name(0x208f911), x::Name(0x1dc1a0d), 0, 1), // VirtualSerialPort: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x2090b22), x::Name(0x1ddaf1e), 1, 0), // VirtualSerialPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2092e24), x::Name(0x1ddce20), 1, 0), // VirtualSerialPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x2095319), 0, 2), // VirtualSerialPortEndPoint
+        x::TypeEntry::structure(x::Name(0x2096d20), x::Name(0x1de0c1c), 1, 0), // VirtualSerialPortFileBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x2098e22), x::Name(0x1de291e), 1, 0), // VirtualSerialPortFileBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x209b117), x::Name(0x1de6313), 1, 1), // VirtualSerialPortOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x209c920), x::Name(0x1de931c), 2, 2), // VirtualSerialPortPipeBackingInfo: VirtualDevicePipeBackingInfo
+        x::TypeEntry::structure(x::Name(0x209ea22), x::Name(0x1deb01e), 4, 2), // VirtualSerialPortPipeBackingOption: VirtualDevicePipeBackingOption
+        x::TypeEntry::structure(x::Name(0x20a0d25), x::Name(0x1dc2818), 6, 0), // VirtualSerialPortThinPrintBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20a3327), x::Name(0x1dc411a), 6, 0), // VirtualSerialPortThinPrintBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20a5b1f), x::Name(0x1df1b1b), 6, 0), // VirtualSerialPortURIBackingInfo: VirtualDeviceURIBackingInfo
+        x::TypeEntry::structure(x::Name(0x20a7b21), x::Name(0x1df371d), 6, 0), // VirtualSerialPortURIBackingOption: VirtualDeviceURIBackingOption
+        x::TypeEntry::structure(x::Name(0x20a9d15), x::Name(0x20acf10), 6, 0), // VirtualSoundBlaster16: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x20ab31b), x::Name(0x20b2616), 6, 0), // VirtualSoundBlaster16Option: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x20acf10), x::Name(0x1dc1a0d), 6, 0), // VirtualSoundCard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x20ae021), x::Name(0x1ddaf1e), 6, 0), // VirtualSoundCardDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20b0223), x::Name(0x1ddce20), 6, 0), // VirtualSoundCardDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20b2616), x::Name(0x1de6313), 6, 0), // VirtualSoundCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20b3d18), x::Name(0x1e4df13), 6, 3), // VirtualSriovEthernetCard: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x20b561e), x::Name(0x1e6b719), 9, 0), // VirtualSriovEthernetCardOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x20b7528), x::Name(0x1dc2818), 9, 3), // VirtualSriovEthernetCardSriovBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20b9e2a), x::Name(0x1dc411a), 12, 0), // VirtualSriovEthernetCardSriovBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20bc914), x::Name(0xad70c), 12, 5), // VirtualSwitchProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x20bde1d), x::Name(0xad70c), 17, 0), // VirtualSwitchSelectionProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x20bfc0a), x::Name(0x1dc1a0d), 17, 2), // VirtualTPM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x20c0710), x::Name(0x1de6313), 19, 1), // VirtualTPMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20c180a), x::Name(0x1dc1a0d), 20, 5), // VirtualUSB: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x20c2314), x::Name(0x1dbf011), 25, 2), // VirtualUSBController: VirtualController
+        x::TypeEntry::structure(x::Name(0x20c381a), x::Name(0x1dc0217), 27, 3), // VirtualUSBControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x20c5322), x::Name(0x1de771b), 30, 1), // VirtualUSBControllerPciBusSlotInfo: VirtualDevicePciBusSlotInfo
+        x::TypeEntry::structure(x::Name(0x20c7610), x::Name(0x1de6313), 31, 0), // VirtualUSBOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20c8721), x::Name(0x1decf24), 31, 1), // VirtualUSBRemoteClientBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20ca923), x::Name(0x1def426), 32, 0), // VirtualUSBRemoteClientBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20ccd1f), x::Name(0x1ddaf1e), 32, 1), // VirtualUSBRemoteHostBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20ced21), x::Name(0x1ddce20), 33, 0), // VirtualUSBRemoteHostBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20d0f18), x::Name(0x1ddaf1e), 33, 0), // VirtualUSBUSBBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20d281a), x::Name(0x1ddce20), 33, 0), // VirtualUSBUSBBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20d4318), x::Name(0x1dbf011), 33, 1), // VirtualUSBXHCIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x20d5c1e), x::Name(0x1dc0217), 34, 2), // VirtualUSBXHCIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x20d7b13), x::Name(0x1de6313), 36, 0), // VirtualVMIROMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20d8f16), x::Name(0x1de6313), 36, 7), // VirtualVideoCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20da60d), x::Name(0x1e4df13), 43, 0), // VirtualVmxnet: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x20db40e), x::Name(0x20da60d), 43, 0), // VirtualVmxnet2: VirtualVmxnet
+        x::TypeEntry::structure(x::Name(0x20dc314), x::Name(0x20ed313), 43, 0), // VirtualVmxnet2Option: VirtualVmxnetOption
+        x::TypeEntry::structure(x::Name(0x20dd80e), x::Name(0x20da60d), 43, 2), // VirtualVmxnet3: VirtualVmxnet
+        x::TypeEntry::structure(x::Name(0x20de714), x::Name(0x20ed313), 45, 2), // VirtualVmxnet3Option: VirtualVmxnetOption
+        x::TypeEntry::structure(x::Name(0x20dfc2d), x::Name(0xbb9c0b), 47, 7), // VirtualVmxnet3OptionStrictLatencyConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x20e2a21), x::Name(0xbb9c0b), 54, 7), // VirtualVmxnet3StrictLatencyConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x20e4c2f), 2, 4), // VirtualVmxnet3StrictLatencyConfigDisableOffload
+        x::TypeEntry::structure(x::Name(0x20e7c13), x::Name(0x20dd80e), 61, 1), // VirtualVmxnet3Vrdma: VirtualVmxnet3
+        x::TypeEntry::structure(x::Name(0x20e9019), x::Name(0x20de714), 62, 1), // VirtualVmxnet3VrdmaOption: VirtualVmxnet3Option
+        x::TypeEntry::enumeration(x::Name(0x20eaa28), 6, 2), // VirtualVmxnet3VrdmaOptionDeviceProtocols
+        x::TypeEntry::structure(x::Name(0x20ed313), x::Name(0x1e6b719), 63, 0), // VirtualVmxnetOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x20ee70a), x::Name(0x1dc1a0d), 63, 2), // VirtualWDT: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x20ef210), x::Name(0x1de6313), 65, 1), // VirtualWDTOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20f030b), x::Name(0xad70c), 66, 0), // VlanProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x20f0f18), x::Name(0x212ed07), 66, 0), // VmAcquiredMksTicketEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20f2815), x::Name(0x212ed07), 66, 1), // VmAcquiredTicketEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20f3e1b), x::Name(0x12de10d), 67, 3), // VmAlreadyExistsInDatacenter: InvalidFolder
+        x::TypeEntry::structure(x::Name(0x20f5a11), x::Name(0x212ed07), 70, 2), // VmAutoRenameEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20f6c12), x::Name(0x210060c), 72, 3), // VmBeingClonedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x20f7f1a), x::Name(0x210060c), 75, 2), // VmBeingClonedNoFolderEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x20f9a13), x::Name(0x212ed07), 77, 1), // VmBeingCreatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20fae14), x::Name(0x212ed07), 78, 1), // VmBeingDeployedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20fc317), x::Name(0x212ed07), 79, 3), // VmBeingHotMigratedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20fdb14), x::Name(0x212ed07), 82, 3), // VmBeingMigratedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20ff015), x::Name(0x21a5213), 85, 3), // VmBeingRelocatedEvent: VmRelocateSpecEvent
+        x::TypeEntry::structure(x::Name(0x210060c), x::Name(0x212ed07), 88, 0), // VmCloneEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2101312), x::Name(0x210060c), 88, 4), // VmCloneFailedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x210260d), x::Name(0x210060c), 92, 1), // VmClonedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x210340d), x::Name(0x1d94808), 93, 0), // VmConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0x210421a), x::Name(0xbb9c0b), 93, 1), // VmConfigFileEncryptionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2105d10), x::Name(0xcb4308), 94, 2), // VmConfigFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x2106e11), x::Name(0xcba409), 96, 2), // VmConfigFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x2108017), x::Name(0xbb9c0b), 98, 2), // VmConfigFileQueryFilter: DynamicData
+        x::TypeEntry::structure(x::Name(0x2109816), x::Name(0xbb9c0b), 100, 2), // VmConfigFileQueryFlags: DynamicData
+        x::TypeEntry::structure(x::Name(0x210af25), x::Name(0x210340d), 102, 1), // VmConfigIncompatibleForFaultTolerance: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x210d523), x::Name(0x210340d), 103, 1), // VmConfigIncompatibleForRecordReplay: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x210f90c), x::Name(0xbb9c0b), 104, 8), // VmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2110614), x::Name(0x212ed07), 112, 0), // VmConfigMissingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2111b0c), x::Name(0xbb9c0b), 112, 8), // VmConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x2112810), x::Name(0x212ed07), 120, 0), // VmConnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211390e), x::Name(0x212ed07), 120, 0), // VmCreatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2114814), x::Name(0x212ed07), 120, 1), // VmDasBeingResetEvent: VmEvent
+        x::TypeEntry::enumeration(x::Name(0x2115d1e), 8, 5), // VmDasBeingResetEventReasonCode
+        x::TypeEntry::structure(x::Name(0x2117c22), x::Name(0x2114814), 121, 1), // VmDasBeingResetWithScreenshotEvent: VmDasBeingResetEvent
+        x::TypeEntry::structure(x::Name(0x2119f15), x::Name(0x212ed07), 122, 0), // VmDasResetFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211b515), x::Name(0x212ed07), 122, 0), // VmDasUpdateErrorEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211cb12), x::Name(0x212ed07), 122, 0), // VmDasUpdateOkEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211de15), x::Name(0x212ed07), 122, 0), // VmDateRolledBackEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211f413), x::Name(0x212ed07), 122, 2), // VmDeployFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x212080f), x::Name(0x212ed07), 124, 1), // VmDeployedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2121813), x::Name(0x212ed07), 125, 0), // VmDisconnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2122c11), x::Name(0x212ed07), 125, 0), // VmDiscoveredEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2123e11), x::Name(0x212ed07), 125, 2), // VmDiskFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2125018), x::Name(0xbb9c0b), 127, 1), // VmDiskFileEncryptionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x212690e), x::Name(0xcb4308), 128, 8), // VmDiskFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x212780f), x::Name(0xcba409), 136, 2), // VmDiskFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x2128815), x::Name(0xbb9c0b), 138, 5), // VmDiskFileQueryFilter: DynamicData
+        x::TypeEntry::structure(x::Name(0x2129e14), x::Name(0xbb9c0b), 143, 8), // VmDiskFileQueryFlags: DynamicData
+        x::TypeEntry::structure(x::Name(0x212b311), x::Name(0x212ed07), 151, 0), // VmEmigratingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x212c513), x::Name(0x212ed07), 151, 0), // VmEndRecordingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x212d913), x::Name(0x212ed07), 151, 0), // VmEndReplayingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x212ed07), x::Name(0xc19905), 151, 1), // VmEvent: Event
+        x::TypeEntry::structure(x::Name(0x212f50f), x::Name(0xc04213), 152, 1), // VmEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x2130514), x::Name(0x212ed07), 153, 4), // VmFailedMigrateEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2131a15), x::Name(0x212ed07), 157, 1), // VmFailedRelayoutEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2133025), x::Name(0x212ed07), 158, 0), // VmFailedRelayoutOnVmfs2DatastoreEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x213561e), x::Name(0x212ed07), 158, 1), // VmFailedStartingSecondaryEvent: VmEvent
+        x::TypeEntry::enumeration(x::Name(0x213752b), 13, 4), // VmFailedStartingSecondaryEventFailureReason
+        x::TypeEntry::structure(x::Name(0x213a117), x::Name(0x212ed07), 159, 1), // VmFailedToPowerOffEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x213b916), x::Name(0x212ed07), 160, 1), // VmFailedToPowerOnEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x213d01a), x::Name(0x212ed07), 161, 1), // VmFailedToRebootGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x213eb14), x::Name(0x212ed07), 162, 1), // VmFailedToResetEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x214001c), x::Name(0x212ed07), 163, 1), // VmFailedToShutdownGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2141d1b), x::Name(0x212ed07), 164, 1), // VmFailedToStandbyGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2143916), x::Name(0x212ed07), 165, 1), // VmFailedToSuspendEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x214501f), x::Name(0x212ed07), 166, 0), // VmFailedUpdatingSecondaryConfig: VmEvent
+        x::TypeEntry::structure(x::Name(0x2147010), x::Name(0x212ed07), 166, 1), // VmFailoverFailed: VmEvent
+        x::TypeEntry::structure(x::Name(0x214811b), x::Name(0x2153a15), 167, 3), // VmFaultToleranceConfigIssue: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0x2149d29), 17, 39), // VmFaultToleranceConfigIssueReasonForIssue
+        x::TypeEntry::structure(x::Name(0x214c722), x::Name(0x2153a15), 170, 3), // VmFaultToleranceConfigIssueWrapper: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x214ea22), x::Name(0x2153a15), 173, 2), // VmFaultToleranceInvalidFileBacking: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0x2150d2c), 56, 5), // VmFaultToleranceInvalidFileBackingDeviceType
+        x::TypeEntry::structure(x::Name(0x2153a15), x::Name(0x1d94808), 175, 0), // VmFaultToleranceIssue: VimFault
+        x::TypeEntry::structure(x::Name(0x215501c), x::Name(0x2153a15), 175, 2), // VmFaultToleranceOpIssuesList: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x2156d21), x::Name(0x212ed07), 177, 2), // VmFaultToleranceStateChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2158f24), x::Name(0x12adc1a), 179, 2), // VmFaultToleranceTooManyFtVcpusOnHost: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x215b420), x::Name(0x12adc1a), 181, 2), // VmFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x215d51e), x::Name(0x212ed07), 183, 0), // VmFaultToleranceTurnedOffEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x215f421), x::Name(0x212ed07), 183, 1), // VmFaultToleranceVmTerminatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2161615), x::Name(0x212ed07), 184, 0), // VmGuestOSCrashedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2162c12), x::Name(0x212ed07), 184, 0), // VmGuestRebootEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2163f14), x::Name(0x212ed07), 184, 0), // VmGuestShutdownEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2165413), x::Name(0x212ed07), 184, 0), // VmGuestStandbyEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2166823), x::Name(0x70950c), 184, 2), // VmHealthMonitoringStateChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x2168c1b), x::Name(0x210340d), 186, 2), // VmHostAffinityRuleViolation: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x216a81b), x::Name(0x212ed07), 188, 1), // VmInstanceUuidAssignedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x216c41a), x::Name(0x212ed07), 189, 2), // VmInstanceUuidChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x216df1b), x::Name(0x212ed07), 191, 2), // VmInstanceUuidConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x216fb0e), x::Name(0x1508f11), 193, 1), // VmLimitLicense: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x2170a0d), x::Name(0xcb4308), 194, 0), // VmLogFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x217180e), x::Name(0xcba409), 194, 0), // VmLogFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x2172712), x::Name(0x212ed07), 194, 2), // VmMacAssignedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2173a11), x::Name(0x212ed07), 196, 3), // VmMacChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2174c12), x::Name(0x212ed07), 199, 2), // VmMacConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2175f1a), x::Name(0x212ed07), 201, 0), // VmMaxFTRestartCountReached: VmEvent
+        x::TypeEntry::structure(x::Name(0x2177a18), x::Name(0x212ed07), 201, 0), // VmMaxRestartCountReached: VmEvent
+        x::TypeEntry::structure(x::Name(0x2179313), x::Name(0x212ed07), 201, 2), // VmMessageErrorEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x217a70e), x::Name(0x212ed07), 203, 2), // VmMessageEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x217b615), x::Name(0x212ed07), 205, 2), // VmMessageWarningEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x217cc16), x::Name(0x1d94808), 207, 0), // VmMetadataManagerFault: VimFault
+        x::TypeEntry::structure(x::Name(0x217e30f), x::Name(0x212ed07), 207, 3), // VmMigratedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x217f326), x::Name(0x1d94808), 210, 0), // VmMonitorIncompatibleForFaultTolerance: VimFault
+        x::TypeEntry::structure(x::Name(0x2181a23), x::Name(0x212ed07), 210, 0), // VmNoCompatibleHostForSecondaryEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2183e16), x::Name(0x212ed07), 210, 1), // VmNoNetworkAccessEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x218550f), x::Name(0xcb4308), 211, 0), // VmNvramFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x2186510), x::Name(0xcba409), 211, 0), // VmNvramFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x218760f), x::Name(0x212ed07), 211, 0), // VmOrphanedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2188611), x::Name(0xbb9c0b), 211, 0), // VmPlacementPolicy: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x218982c), 61, 2), // VmPlacementPolicyVmPlacementPolicyStrictness
+        x::TypeEntry::enumeration(x::Name(0x218c52a), 63, 3), // VmPlacementPolicyVmPlacementPolicyTopology
+        x::TypeEntry::structure(x::Name(0x218f017), x::Name(0xbb9c0b), 211, 4), // VmPodConfigForPlacement: DynamicData
+        x::TypeEntry::structure(x::Name(0x2190812), x::Name(0x166d210), 215, 0), // VmPortGroupProfile: PortGroupProfile
+        x::TypeEntry::structure(x::Name(0x2191b1a), x::Name(0x2195211), 215, 1), // VmPowerOffOnIsolationEvent: VmPoweredOffEvent
+        x::TypeEntry::structure(x::Name(0x2193611), x::Name(0x1302a0c), 216, 0), // VmPowerOnDisabled: InvalidState
+        x::TypeEntry::structure(x::Name(0x2195211), x::Name(0x212ed07), 216, 0), // VmPoweredOffEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2196410), x::Name(0x212ed07), 216, 0), // VmPoweredOnEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2197525), x::Name(0x212ed07), 216, 1), // VmPoweringOnWithCustomizedDVPortEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2199b16), x::Name(0x212ed07), 217, 1), // VmPrimaryFailoverEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x219b213), x::Name(0x212ed07), 218, 2), // VmReconfiguredEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x219c611), x::Name(0x212ed07), 220, 0), // VmRegisteredEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x219d819), x::Name(0x212ed07), 220, 0), // VmRelayoutSuccessfulEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x219f217), x::Name(0x212ed07), 220, 0), // VmRelayoutUpToDateEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21a0a15), x::Name(0x212ed07), 220, 1), // VmReloadFromPathEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21a201b), x::Name(0x212ed07), 221, 1), // VmReloadFromPathFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21a3c15), x::Name(0x21a5213), 222, 4), // VmRelocateFailedEvent: VmRelocateSpecEvent
+        x::TypeEntry::structure(x::Name(0x21a5213), x::Name(0x212ed07), 226, 0), // VmRelocateSpecEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21a6610), x::Name(0x21a5213), 226, 3), // VmRelocatedEvent: VmRelocateSpecEvent
+        x::TypeEntry::structure(x::Name(0x21a771d), x::Name(0x212ed07), 229, 0), // VmRemoteConsoleConnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21a9520), x::Name(0x212ed07), 229, 0), // VmRemoteConsoleDisconnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21ab60e), x::Name(0x212ed07), 229, 0), // VmRemovedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21ac50e), x::Name(0x212ed07), 229, 2), // VmRenamedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21ad427), x::Name(0x212ed07), 231, 0), // VmRequirementsExceedCurrentEVCModeEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21afc10), x::Name(0x212ed07), 231, 0), // VmResettingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21b0d18), x::Name(0x212ed07), 231, 2), // VmResourcePoolMovedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21b261a), x::Name(0x212ed07), 233, 1), // VmResourceReallocatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21b411f), x::Name(0x2196410), 234, 1), // VmRestartedOnAlternateHostEvent: VmPoweredOnEvent
+        x::TypeEntry::structure(x::Name(0x21b610f), x::Name(0x212ed07), 235, 0), // VmResumingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21b7115), x::Name(0x212ed07), 235, 0), // VmSecondaryAddedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21b8720), x::Name(0x212ed07), 235, 1), // VmSecondaryDisabledBySystemEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21ba818), x::Name(0x212ed07), 236, 0), // VmSecondaryDisabledEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21bc117), x::Name(0x212ed07), 236, 0), // VmSecondaryEnabledEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21bd917), x::Name(0x212ed07), 236, 0), // VmSecondaryStartedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21bf11a), x::Name(0x2195211), 236, 2), // VmShutdownOnIsolationEvent: VmPoweredOffEvent
+        x::TypeEntry::enumeration(x::Name(0x21c0c23), 66, 2), // VmShutdownOnIsolationEventOperation
+        x::TypeEntry::structure(x::Name(0x21c3023), x::Name(0x12adc1a), 238, 2), // VmSmpFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x21c5412), x::Name(0xcb4308), 240, 0), // VmSnapshotFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x21c6713), x::Name(0xcba409), 240, 0), // VmSnapshotFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x21c7b15), x::Name(0x212ed07), 240, 0), // VmStartRecordingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21c9115), x::Name(0x212ed07), 240, 0), // VmStartReplayingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21ca70f), x::Name(0x212ed07), 240, 0), // VmStartingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21cb718), x::Name(0x212ed07), 240, 0), // VmStartingSecondaryEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21cd018), x::Name(0x212ed07), 240, 2), // VmStaticMacConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21ce90f), x::Name(0x212ed07), 242, 0), // VmStoppingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21cf910), x::Name(0x212ed07), 242, 0), // VmSuspendedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21d0a11), x::Name(0x212ed07), 242, 0), // VmSuspendingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21d1c20), x::Name(0x212ed07), 242, 1), // VmTimedoutStartingSecondaryEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21d3d18), x::Name(0x2188611), 243, 4), // VmToVmGroupsAntiAffinity: VmPlacementPolicy
+        x::TypeEntry::structure(x::Name(0x21d5613), x::Name(0x1d94808), 247, 0), // VmToolsUpgradeFault: VimFault
+        x::TypeEntry::structure(x::Name(0x21d6a1a), x::Name(0x21ca70f), 247, 1), // VmUnsupportedStartingEvent: VmStartingEvent
+        x::TypeEntry::structure(x::Name(0x21d8516), x::Name(0x212ed07), 248, 1), // VmUpgradeCompleteEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21d9c14), x::Name(0x212ed07), 249, 0), // VmUpgradeFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21db110), x::Name(0x212ed07), 249, 1), // VmUpgradingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21dc213), x::Name(0x212ed07), 250, 1), // VmUuidAssignedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21dd612), x::Name(0x212ed07), 251, 2), // VmUuidChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21de913), x::Name(0x212ed07), 253, 2), // VmUuidConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21dfd13), x::Name(0x1d94808), 255, 3), // VmValidateMaxDevice: VimFault
+        x::TypeEntry::structure(x::Name(0x21e110c), x::Name(0x2188611), 258, 3), // VmVmAffinity: VmPlacementPolicy
+        x::TypeEntry::structure(x::Name(0x21e1e10), x::Name(0x2188611), 261, 3), // VmVmAntiAffinity: VmPlacementPolicy
+        x::TypeEntry::structure(x::Name(0x21e2f28), x::Name(0xb4ba08), 264, 2), // VmVnicPoolReservationViolationClearEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0x21e5828), x::Name(0xb4ba08), 266, 2), // VmVnicPoolReservationViolationRaiseEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0x21e8112), x::Name(0x212ed07), 268, 2), // VmWwnAssignedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21e9411), x::Name(0x212ed07), 270, 4), // VmWwnChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21ea60d), x::Name(0x130500f), 274, 4), // VmWwnConflict: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x21eb412), x::Name(0x212ed07), 278, 3), // VmWwnConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x21ec712), x::Name(0x21ff50e), 281, 0), // VmfsAlreadyMounted: VmfsMountFault
+        x::TypeEntry::structure(x::Name(0x21eda12), x::Name(0x21ff50e), 281, 0), // VmfsAmbiguousMount: VmfsMountFault
+        x::TypeEntry::structure(x::Name(0x21eed10), x::Name(0xbb9c0b), 281, 7), // VmfsConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x21efe1c), x::Name(0x21fc31f), 288, 0), // VmfsDatastoreAllExtentOption: VmfsDatastoreSingleExtentOption
+        x::TypeEntry::structure(x::Name(0x21f1b17), x::Name(0xbb9c0b), 288, 2), // VmfsDatastoreBaseOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x21f3317), x::Name(0x21fe311), 290, 3), // VmfsDatastoreCreateSpec: VmfsDatastoreSpec
+        x::TypeEntry::structure(x::Name(0x21f4b17), x::Name(0x21fe311), 293, 2), // VmfsDatastoreExpandSpec: VmfsDatastoreSpec
+        x::TypeEntry::structure(x::Name(0x21f6317), x::Name(0x21fe311), 295, 2), // VmfsDatastoreExtendSpec: VmfsDatastoreSpec
+        x::TypeEntry::structure(x::Name(0x21f7b11), x::Name(0x98340d), 297, 3), // VmfsDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x21f8d21), x::Name(0x21f1b17), 300, 1), // VmfsDatastoreMultipleExtentOption: VmfsDatastoreBaseOption
+        x::TypeEntry::structure(x::Name(0x21faf13), x::Name(0xbb9c0b), 301, 2), // VmfsDatastoreOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x21fc31f), x::Name(0x21f1b17), 303, 1), // VmfsDatastoreSingleExtentOption: VmfsDatastoreBaseOption
+        x::TypeEntry::structure(x::Name(0x21fe311), x::Name(0xbb9c0b), 304, 1), // VmfsDatastoreSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x21ff50e), x::Name(0xe1b90f), 305, 1), // VmfsMountFault: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x2200416), x::Name(0xbb9c0b), 306, 4), // VmfsUnmapBandwidthSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x2201b1a), x::Name(0x1069911), 310, 0), // VmotionInterfaceNotEnabled: HostPowerOpFailed
+        x::TypeEntry::structure(x::Name(0x220552f), x::Name(0xbb9c0b), 310, 2), // VmwareDistributedVirtualSwitchDpuFailoverPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x2208532), x::Name(0xbb9c0b), 312, 1), // VmwareDistributedVirtualSwitchNetworkOffloadConfig: DynamicData
     ],
     decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x1f9b61a)), // location: VirtualMachineRelocateSpec
-        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
-        x::FieldEntry::optional(x::Name(0x24ea506), x::Name(0x1ecbb18)), // config: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x25b9e0d), x::Name(0x8bd911)), // customization: CustomizationSpec
-        x::FieldEntry::required(x::Name(0x2fb5c07), x::Name(0x2405e07)), // powerOn: boolean
-        x::FieldEntry::optional(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0x2405e07)), // memory: boolean
-        x::FieldEntry::optional(x::Name(0x3443312), x::Name(0x3344606)), // tpmProvisionPolicy: string
-        x::FieldEntry::required(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
-        x::FieldEntry::required(x::Name(0x2cd6608), x::Name(0x2607608)), // modified: dateTime
+        x::FieldEntry::required(x::Name(0x370980b), x::Name(0x2405e07)), // yieldOnPoll: boolean
+        x::FieldEntry::required(x::Name(0x370980b), x::Name(0x5c290a)), // yieldOnPoll: BoolOption
+        x::FieldEntry::required(x::Name(0x27db408), x::Name(0x3344606)), // endpoint: string
+        x::FieldEntry::optional(x::Name(0x2da1508), x::Name(0x2405e07)), // noRxLoss: boolean
+        x::FieldEntry::required(x::Name(0x27db408), x::Name(0x65700c)), // endpoint: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2da1508), x::Name(0x5c290a)), // noRxLoss: BoolOption
+        x::FieldEntry::optional(x::Name(0x2327015), x::Name(0x2405e07)), // allowGuestOSMtuChange: boolean
+        x::FieldEntry::optional(x::Name(0x32ce10c), x::Name(0x20b7528)), // sriovBacking: VirtualSriovEthernetCardSriovBackingInfo
+        x::FieldEntry::optional(x::Name(0x277e20e), x::Name(0x2043823)), // dvxBackingInfo: VirtualPCIPassthroughDvxBackingInfo
+        x::FieldEntry::optional(x::Name(0x2f67017), x::Name(0x203e826)), // physicalFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x3585f16), x::Name(0x203e826)), // virtualFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x3587614), x::Name(0x2a94603)), // virtualFunctionIndex: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::required(x::Name(0x2bac204), x::Name(0x13ac60b)), // link: LinkProfile
+        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x152910f)), // numPorts: NumPortsProfile
+        x::FieldEntry::required(x::Name(0x2d5810d), x::Name(0x14bfc14)), // networkPolicy: NetworkPolicyProfile
+        x::FieldEntry::repeated(x::Name(0x27d8c27), x::Name(0x23e790c)), // endorsementKeyCertificateSigningRequest: base64Binary
+        x::FieldEntry::repeated(x::Name(0x27d7219), x::Name(0x23e790c)), // endorsementKeyCertificate: base64Binary
+        x::FieldEntry::repeated(x::Name(0x336ff11), x::Name(0x3344606)), // supportedFirmware: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x2a94603)), // vendor: int
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x2a94603)), // product: int
+        x::FieldEntry::repeated(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::repeated(x::Name(0x32b7605), x::Name(0x3344606)), // speed: string
+        x::FieldEntry::optional(x::Name(0x23a5f12), x::Name(0x2405e07)), // autoConnectDevices: boolean
+        x::FieldEntry::optional(x::Name(0x279380b), x::Name(0x2405e07)), // ehciEnabled: boolean
+        x::FieldEntry::required(x::Name(0x23a5f12), x::Name(0x5c290a)), // autoConnectDevices: BoolOption
+        x::FieldEntry::required(x::Name(0x279560d), x::Name(0x5c290a)), // ehciSupported: BoolOption
+        x::FieldEntry::repeated(x::Name(0x338320f), x::Name(0x3344606)), // supportedSpeeds: string
+        x::FieldEntry::optional(x::Name(0x2794411), x::Name(0x2a94603)), // ehciPciSlotNumber: int
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x23a5f12), x::Name(0x2405e07)), // autoConnectDevices: boolean
+        x::FieldEntry::required(x::Name(0x23a5f12), x::Name(0x5c290a)), // autoConnectDevices: BoolOption
+        x::FieldEntry::repeated(x::Name(0x338320f), x::Name(0x3344606)), // supportedSpeeds: string
+        x::FieldEntry::optional(x::Name(0x3570110), x::Name(0x13e720a)), // videoRamSizeInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x2df120b), x::Name(0x12bb409)), // numDisplays: IntOption
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x5c290a)), // useAutoDetect: BoolOption
+        x::FieldEntry::optional(x::Name(0x3361109), x::Name(0x5c290a)), // support3D: BoolOption
+        x::FieldEntry::optional(x::Name(0x34dfe16), x::Name(0x5c290a)), // use3dRendererSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x2928b16), x::Name(0x13e720a)), // graphicsMemorySizeInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x292a21b), x::Name(0x5c290a)), // graphicsMemorySizeSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x34d770c), x::Name(0x2405e07)), // uptv2Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x3341813), x::Name(0x20e2a21)), // strictLatencyConfig: VirtualVmxnet3StrictLatencyConfig
+        x::FieldEntry::optional(x::Name(0x34d770c), x::Name(0x5c290a)), // uptv2Enabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x3342c19), x::Name(0x20dfc2d)), // strictLatencyConfigOption: VirtualVmxnet3OptionStrictLatencyConfigOption
+        x::FieldEntry::required(x::Name(0x232e207), x::Name(0x5c290a)), // allowed: BoolOption
+        x::FieldEntry::required(x::Name(0x2c6980e), x::Name(0x5c290a)), // measureLatency: BoolOption
+        x::FieldEntry::required(x::Name(0x2c5950b), x::Name(0x12bb409)), // maxTxQueues: IntOption
+        x::FieldEntry::required(x::Name(0x2c46e0b), x::Name(0x12bb409)), // maxRxQueues: IntOption
+        x::FieldEntry::required(x::Name(0x346c712), x::Name(0x12bb409)), // txDataRingDescSize: IntOption
+        x::FieldEntry::required(x::Name(0x3184c12), x::Name(0x12bb409)), // rxDataRingDescSize: IntOption
+        x::FieldEntry::required(x::Name(0x26e0b0e), x::Name(0x65700c)), // disableOffload: ChoiceOption
+        x::FieldEntry::optional(x::Name(0x232e207), x::Name(0x2405e07)), // allowed: boolean
+        x::FieldEntry::optional(x::Name(0x2c6980e), x::Name(0x2405e07)), // measureLatency: boolean
+        x::FieldEntry::optional(x::Name(0x2c5950b), x::Name(0x2a94603)), // maxTxQueues: int
+        x::FieldEntry::optional(x::Name(0x2c46e0b), x::Name(0x2a94603)), // maxRxQueues: int
+        x::FieldEntry::optional(x::Name(0x346c712), x::Name(0x2a94603)), // txDataRingDescSize: int
+        x::FieldEntry::optional(x::Name(0x3184c12), x::Name(0x2a94603)), // rxDataRingDescSize: int
+        x::FieldEntry::optional(x::Name(0x26e0b0e), x::Name(0x3344606)), // disableOffload: string
+        x::FieldEntry::optional(x::Name(0x26a810e), x::Name(0x3344606)), // deviceProtocol: string
+        x::FieldEntry::optional(x::Name(0x26a810e), x::Name(0x65700c)), // deviceProtocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x317ed09), x::Name(0x2405e07)), // runOnBoot: boolean
+        x::FieldEntry::required(x::Name(0x3181507), x::Name(0x2405e07)), // running: boolean
+        x::FieldEntry::required(x::Name(0x317ed09), x::Name(0x5c290a)), // runOnBoot: BoolOption
+        x::FieldEntry::required(x::Name(0x340870a), x::Name(0x3344606)), // ticketType: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x267640a), x::Name(0xce2c13)), // destFolder: FolderEventArgument
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x32cc30b), x::Name(0x212f50f)), // srcTemplate: VmEventArgument
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x267640a), x::Name(0xce2c13)), // destFolder: FolderEventArgument
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x329d508), x::Name(0x212f50f)), // sourceVm: VmEventArgument
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x24f720d), x::Name(0x2a94603)), // configVersion: int
+        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x210421a)), // encryption: VmConfigFileEncryptionInfo
+        x::FieldEntry::optional(x::Name(0x28a6506), x::Name(0x2108017)), // filter: VmConfigFileQueryFilter
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0x2109816)), // details: VmConfigFileQueryFlags
+        x::FieldEntry::repeated(x::Name(0x2c1ba12), x::Name(0x2a94603)), // matchConfigVersion: int
+        x::FieldEntry::optional(x::Name(0x27b9b09), x::Name(0x2405e07)), // encrypted: boolean
+        x::FieldEntry::required(x::Name(0x24f720d), x::Name(0x2405e07)), // configVersion: boolean
+        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2405e07)), // encryption: boolean
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x1cce910)), // property: VAppPropertyInfo
+        x::FieldEntry::required(x::Name(0x2adac0c), x::Name(0x1cbea14)), // ipAssignment: VAppIPAssignmentInfo
+        x::FieldEntry::repeated(x::Name(0x2813604), x::Name(0x3344606)), // eula: string
+        x::FieldEntry::repeated(x::Name(0x2eddb0a), x::Name(0x1cc9112)), // ovfSection: VAppOvfSectionInfo
+        x::FieldEntry::repeated(x::Name(0x2eda917), x::Name(0x3344606)), // ovfEnvironmentTransport: string
+        x::FieldEntry::required(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::required(x::Name(0x2a84414), x::Name(0x2a94603)), // installBootStopDelay: int
+        x::FieldEntry::repeated(x::Name(0x3005707), x::Name(0x1ccc70f)), // product: VAppProductSpec
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x1ccfa10)), // property: VAppPropertySpec
+        x::FieldEntry::optional(x::Name(0x2adac0c), x::Name(0x1cbea14)), // ipAssignment: VAppIPAssignmentInfo
+        x::FieldEntry::repeated(x::Name(0x2813604), x::Name(0x3344606)), // eula: string
+        x::FieldEntry::repeated(x::Name(0x2eddb0a), x::Name(0x1cca412)), // ovfSection: VAppOvfSectionSpec
+        x::FieldEntry::repeated(x::Name(0x2eda917), x::Name(0x3344606)), // ovfEnvironmentTransport: string
+        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x2a84414), x::Name(0x2a94603)), // installBootStopDelay: int
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x31a4712), x::Name(0x3344606)), // screenshotFilePath: string
+        x::FieldEntry::required(x::Name(0x267560d), x::Name(0xc04213)), // destDatastore: EntityEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x32cc30b), x::Name(0x212f50f)), // srcTemplate: VmEventArgument
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x3344606)), // disk: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
+        x::FieldEntry::optional(x::Name(0x2445d0a), x::Name(0x2be5304)), // capacityKb: long
+        x::FieldEntry::optional(x::Name(0x2981e0f), x::Name(0x2a94603)), // hardwareVersion: int
+        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::repeated(x::Name(0x270570b), x::Name(0x3344606)), // diskExtents: string
+        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2125018)), // encryption: VmDiskFileEncryptionInfo
+        x::FieldEntry::optional(x::Name(0x31c230c), x::Name(0x3344606)), // sectorFormat: string
+        x::FieldEntry::optional(x::Name(0x28a6506), x::Name(0x2128815)), // filter: VmDiskFileQueryFilter
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0x2129e14)), // details: VmDiskFileQueryFlags
+        x::FieldEntry::repeated(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
+        x::FieldEntry::repeated(x::Name(0x2c1cd14), x::Name(0x2a94603)), // matchHardwareVersion: int
+        x::FieldEntry::repeated(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x27b9b09), x::Name(0x2405e07)), // encrypted: boolean
+        x::FieldEntry::required(x::Name(0x2720c08), x::Name(0x2405e07)), // diskType: boolean
+        x::FieldEntry::required(x::Name(0x2445d0a), x::Name(0x2405e07)), // capacityKb: boolean
+        x::FieldEntry::required(x::Name(0x2981e0f), x::Name(0x2405e07)), // hardwareVersion: boolean
+        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x2405e07)), // controllerType: boolean
+        x::FieldEntry::optional(x::Name(0x270570b), x::Name(0x2405e07)), // diskExtents: boolean
+        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2405e07)), // encryption: boolean
+        x::FieldEntry::optional(x::Name(0x31c230c), x::Name(0x2405e07)), // sectorFormat: boolean
+        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x23d550b), x::Name(0x3344606)), // backingType: string
+        x::FieldEntry::optional(x::Name(0x23d0f0f), x::Name(0x3344606)), // backingFilename: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x36bde08), x::Name(0x13d6214)), // warnings: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2e76c08), x::Name(0x1f0d421)), // oldState: VirtualMachineFaultToleranceState
+        x::FieldEntry::required(x::Name(0x2d81808), x::Name(0x1f0d421)), // newState: VirtualMachineFaultToleranceState
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2c37b0d), x::Name(0x2a94603)), // maxNumFtVcpus: int
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2c3890b), x::Name(0x2a94603)), // maxNumFtVms: int
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2e7120f), x::Name(0x3344606)), // oldInstanceUuid: string
+        x::FieldEntry::required(x::Name(0x2d7bb0f), x::Name(0x3344606)), // newInstanceUuid: string
+        x::FieldEntry::required(x::Name(0x250b00c), x::Name(0x212f50f)), // conflictedVm: VmEventArgument
+        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::required(x::Name(0x2e72206), x::Name(0x3344606)), // oldMac: string
+        x::FieldEntry::required(x::Name(0x2d7db06), x::Name(0x3344606)), // newMac: string
+        x::FieldEntry::required(x::Name(0x250b00c), x::Name(0x212f50f)), // conflictedVm: VmEventArgument
+        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::repeated(x::Name(0x2c9b70b), x::Name(0x1f5cc15)), // messageInfo: VirtualMachineMessage
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::repeated(x::Name(0x2c9b70b), x::Name(0x1f5cc15)), // messageInfo: VirtualMachineMessage
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::repeated(x::Name(0x2c9b70b), x::Name(0x1f5cc15)), // messageInfo: VirtualMachineMessage
+        x::FieldEntry::required(x::Name(0x328ac0a), x::Name(0xea4611)), // sourceHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x963417)), // sourceDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x332d60a), x::Name(0x13ff016)), // storagePod: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x166700e)), // disk: PodDiskLocator
+        x::FieldEntry::optional(x::Name(0x35bf308), x::Name(0x1af0716)), // vmConfig: StorageDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2a9b10b), x::Name(0x75640f)), // interVmRule: ClusterRuleInfo
+        x::FieldEntry::required(x::Name(0x2b4180c), x::Name(0xea4611)), // isolatedHost: HostEventArgument
+        x::FieldEntry::repeated(x::Name(0x3663404), x::Name(0x2220710)), // vnic: VnicPortArgument
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x24f390a), x::Name(0x3344606)), // configPath: string
+        x::FieldEntry::required(x::Name(0x24f390a), x::Name(0x3344606)), // configPath: string
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x328ac0a), x::Name(0xea4611)), // sourceHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x963417)), // sourceDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x2e74a09), x::Name(0x1926b19)), // oldParent: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x2d7f609), x::Name(0x1926b19)), // newParent: ResourcePoolEventArgument
+        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x328ac0a), x::Name(0xea4611)), // sourceHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b4180c), x::Name(0xea4611)), // isolatedHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x322b90e), x::Name(0x3344606)), // shutdownResult: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2c3950e), x::Name(0x2a94603)), // maxNumSmpFtVms: int
+        x::FieldEntry::required(x::Name(0x250b00c), x::Name(0x212f50f)), // conflictedVm: VmEventArgument
+        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2be5304)), // timeout: long
+        x::FieldEntry::optional(x::Name(0x31d3d07), x::Name(0x1b2e205)), // selfTag: TagId
+        x::FieldEntry::repeated(x::Name(0x2344f16), x::Name(0x1b2e205)), // antiAffinedVmGroupTags: TagId
+        x::FieldEntry::optional(x::Name(0x2f93410), x::Name(0x3344606)), // policyStrictness: string
+        x::FieldEntry::optional(x::Name(0x2f9450e), x::Name(0x3344606)), // policyTopology: string
+        x::FieldEntry::required(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
         x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
         x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x257480a), x::Name(0x2607608)), // createDate: dateTime
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::repeated(x::Name(0x2dc8e15), x::Name(0x2be5304)), // npivNodeWorldWideName: long
-        x::FieldEntry::repeated(x::Name(0x2dcb615), x::Name(0x2be5304)), // npivPortWorldWideName: long
-        x::FieldEntry::optional(x::Name(0x2dd0415), x::Name(0x3344606)), // npivWorldWideNameType: string
-        x::FieldEntry::optional(x::Name(0x2dc6613), x::Name(0x3226a05)), // npivDesiredNodeWwns: short
-        x::FieldEntry::optional(x::Name(0x2dc7a13), x::Name(0x3226a05)), // npivDesiredPortWwns: short
-        x::FieldEntry::optional(x::Name(0x2dcda15), x::Name(0x2405e07)), // npivTemporaryDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2dca411), x::Name(0x2405e07)), // npivOnNonRdmDisks: boolean
-        x::FieldEntry::optional(x::Name(0x2bd400a), x::Name(0x3344606)), // locationId: string
-        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
-        x::FieldEntry::required(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::required(x::Name(0x2339112), x::Name(0x3344606)), // alternateGuestName: string
-        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
-        x::FieldEntry::required(x::Name(0x28a4505), x::Name(0x1f13816)), // files: VirtualMachineFileInfo
-        x::FieldEntry::optional(x::Name(0x341db05), x::Name(0x1b7820f)), // tools: ToolsConfigInfo
-        x::FieldEntry::required(x::Name(0x28c4305), x::Name(0x1f28416)), // flags: VirtualMachineFlagInfo
-        x::FieldEntry::optional(x::Name(0x2525d12), x::Name(0x1eda020)), // consolePreferences: VirtualMachineConsolePreferences
-        x::FieldEntry::required(x::Name(0x263da0f), x::Name(0x1ee5c20)), // defaultPowerOps: VirtualMachineDefaultPowerOpInfo
-        x::FieldEntry::optional(x::Name(0x307650e), x::Name(0x2405e07)), // rebootPowerOff: boolean
-        x::FieldEntry::required(x::Name(0x2976808), x::Name(0x1e7e30f)), // hardware: VirtualHardware
-        x::FieldEntry::repeated(x::Name(0x354d30a), x::Name(0x1ff3b18)), // vcpuConfig: VirtualMachineVcpuConfig
-        x::FieldEntry::optional(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
-        x::FieldEntry::optional(x::Name(0x2c7d713), x::Name(0x2405e07)), // memoryHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x255ed10), x::Name(0x2405e07)), // cpuHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x255fe13), x::Name(0x2405e07)), // cpuHotRemoveEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2a13e12), x::Name(0x2be5304)), // hotPlugMemoryLimit: long
-        x::FieldEntry::optional(x::Name(0x2a1231a), x::Name(0x2be5304)), // hotPlugMemoryIncrementSize: long
-        x::FieldEntry::optional(x::Name(0x2553e0b), x::Name(0x1e97a1a)), // cpuAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x2c7740e), x::Name(0x1e97a1a)), // memoryAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x2d6f00d), x::Name(0x1f7791f)), // networkShaper: VirtualMachineNetworkShaperInfo
-        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
-        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0xe2ca0d)), // cpuFeatureMask: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0x260220c), x::Name(0x1ebdf28)), // datastoreUrl: VirtualMachineConfigInfoDatastoreUrlPair
-        x::FieldEntry::optional(x::Name(0x33aec0d), x::Name(0x3344606)), // swapPlacement: string
-        x::FieldEntry::optional(x::Name(0x2409d0b), x::Name(0x1e9e219)), // bootOptions: VirtualMachineBootOptions
-        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x30dd809), x::Name(0x18cc715)), // repConfig: ReplicationConfigSpec
-        x::FieldEntry::optional(x::Name(0x3513b0a), x::Name(0x210f90c)), // vAppConfig: VmConfigInfo
-        x::FieldEntry::optional(x::Name(0x351710f), x::Name(0x2405e07)), // vAssertsEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2464b15), x::Name(0x2405e07)), // changeTrackingEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x28b8708), x::Name(0x3344606)), // firmware: string
-        x::FieldEntry::optional(x::Name(0x2c33e11), x::Name(0x2a94603)), // maxMksConnections: int
-        x::FieldEntry::optional(x::Name(0x2938b14), x::Name(0x2405e07)), // guestAutoLockEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x2c87a1c), x::Name(0x2405e07)), // memoryReservationLockedToMax: boolean
-        x::FieldEntry::optional(x::Name(0x2a7650f), x::Name(0x1ec2c24)), // initialOverhead: VirtualMachineConfigInfoOverheadInfo
-        x::FieldEntry::optional(x::Name(0x2d2c70f), x::Name(0x2405e07)), // nestedHVEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x352df0b), x::Name(0x2405e07)), // vPMCEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3198f1c), x::Name(0x19c6c1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
-        x::FieldEntry::optional(x::Name(0x28cfe0e), x::Name(0x1f3231c)), // forkConfigInfo: VirtualMachineForkConfigInfo
-        x::FieldEntry::optional(x::Name(0x351ed16), x::Name(0x2be5304)), // vFlashCacheReservation: long
-        x::FieldEntry::optional(x::Name(0x365bf11), x::Name(0x23e790c)), // vmxConfigChecksum: base64Binary
-        x::FieldEntry::optional(x::Name(0x2c98717), x::Name(0x2405e07)), // messageBusTunnelEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x361be11), x::Name(0x3344606)), // vmStorageObjectId: string
-        x::FieldEntry::optional(x::Name(0x33b2313), x::Name(0x3344606)), // swapStorageObjectId: string
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x2946a12), x::Name(0x1f38620)), // guestIntegrityInfo: VirtualMachineGuestIntegrityInfo
-        x::FieldEntry::optional(x::Name(0x2cad311), x::Name(0x3344606)), // migrateEncryption: string
-        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1fb1115)), // sgxInfo: VirtualMachineSgxInfo
-        x::FieldEntry::optional(x::Name(0x253a812), x::Name(0x1edc124)), // contentLibItemInfo: VirtualMachineContentLibraryItemInfo
-        x::FieldEntry::optional(x::Name(0x28f3c10), x::Name(0x3344606)), // ftEncryptionMode: string
-        x::FieldEntry::optional(x::Name(0x294b017), x::Name(0x1f3a725)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
-        x::FieldEntry::optional(x::Name(0x320a00a), x::Name(0x2405e07)), // sevEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2e40808), x::Name(0x201db1d)), // numaInfo: VirtualMachineVirtualNumaInfo
-        x::FieldEntry::optional(x::Name(0x2f7b413), x::Name(0x2405e07)), // pmemFailoverEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x365e219), x::Name(0x2405e07)), // vmxStatsCollectionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x360c21c), x::Name(0x2405e07)), // vmOpNotificationToAppEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x360aa17), x::Name(0x2be5304)), // vmOpNotificationTimeout: long
-        x::FieldEntry::optional(x::Name(0x26ad30a), x::Name(0x201431f)), // deviceSwap: VirtualMachineVirtualDeviceSwap
-        x::FieldEntry::optional(x::Name(0x2f7af04), x::Name(0x201f919)), // pmem: VirtualMachineVirtualPMem
-        x::FieldEntry::optional(x::Name(0x269ff0c), x::Name(0x200c121)), // deviceGroups: VirtualMachineVirtualDeviceGroups
-        x::FieldEntry::optional(x::Name(0x28c071b), x::Name(0x2405e07)), // fixedPassthruHotPlugEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x365d110), x::Name(0x156630b)), // vmxRuntimeConfig: OptionValue
-        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
-        x::FieldEntry::optional(x::Name(0x33f1a0a), x::Name(0x2405e07)), // tdxEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x320b30d), x::Name(0x2405e07)), // sevSnpEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2937911), x::Name(0x3344606)), // guestArchitecture: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::optional(x::Name(0x2a74c18), x::Name(0x2be5304)), // initialMemoryReservation: long
-        x::FieldEntry::optional(x::Name(0x2a77516), x::Name(0x2be5304)), // initialSwapReservation: long
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::repeated(x::Name(0x294dc11), x::Name(0xd5f311)), // guestOSDescriptor: GuestOsDescriptor
-        x::FieldEntry::required(x::Name(0x294c813), x::Name(0x2a94603)), // guestOSDefaultIndex: int
-        x::FieldEntry::required(x::Name(0x2978d0f), x::Name(0x1e83615)), // hardwareOptions: VirtualHardwareOption
-        x::FieldEntry::required(x::Name(0x243e10c), x::Name(0x1eb0c18)), // capabilities: VirtualMachineCapability
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x98a40f)), // datastore: DatastoreOption
-        x::FieldEntry::repeated(x::Name(0x262de0d), x::Name(0x1dc1a0d)), // defaultDevice: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x337ab14), x::Name(0x3344606)), // supportedMonitorType: string
-        x::FieldEntry::repeated(x::Name(0x337df20), x::Name(0x3344606)), // supportedOvfEnvironmentTransport: string
-        x::FieldEntry::repeated(x::Name(0x338001c), x::Name(0x3344606)), // supportedOvfInstallTransport: string
-        x::FieldEntry::repeated(x::Name(0x3026f11), x::Name(0x1f8f51e)), // propertyRelations: VirtualMachinePropertyRelation
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x257fe0f), x::Name(0x2405e07)), // createSupported: boolean
-        x::FieldEntry::optional(x::Name(0x262b213), x::Name(0x2405e07)), // defaultConfigOption: boolean
-        x::FieldEntry::optional(x::Name(0x317f70c), x::Name(0x2405e07)), // runSupported: boolean
-        x::FieldEntry::optional(x::Name(0x34c3b10), x::Name(0x2405e07)), // upgradeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::required(x::Name(0x2e78f07), x::Name(0x3344606)), // oldUuid: string
+        x::FieldEntry::required(x::Name(0x2d85007), x::Name(0x3344606)), // newUuid: string
+        x::FieldEntry::required(x::Name(0x250b00c), x::Name(0x212f50f)), // conflictedVm: VmEventArgument
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x2a94603)), // max: int
+        x::FieldEntry::required(x::Name(0x254c005), x::Name(0x2a94603)), // count: int
+        x::FieldEntry::required(x::Name(0x2307c0d), x::Name(0x1b2e205)), // affinedVmsTag: TagId
+        x::FieldEntry::optional(x::Name(0x2f93410), x::Name(0x3344606)), // policyStrictness: string
+        x::FieldEntry::optional(x::Name(0x2f9450e), x::Name(0x3344606)), // policyTopology: string
+        x::FieldEntry::required(x::Name(0x2346611), x::Name(0x1b2e205)), // antiAffinedVmsTag: TagId
+        x::FieldEntry::optional(x::Name(0x2f93410), x::Name(0x3344606)), // policyStrictness: string
+        x::FieldEntry::optional(x::Name(0x2f9450e), x::Name(0x3344606)), // policyTopology: string
+        x::FieldEntry::required(x::Name(0x362a715), x::Name(0x3344606)), // vmVnicResourcePoolKey: string
+        x::FieldEntry::optional(x::Name(0x362bd16), x::Name(0x3344606)), // vmVnicResourcePoolName: string
+        x::FieldEntry::required(x::Name(0x362a715), x::Name(0x3344606)), // vmVnicResourcePoolKey: string
+        x::FieldEntry::optional(x::Name(0x362bd16), x::Name(0x3344606)), // vmVnicResourcePoolName: string
+        x::FieldEntry::repeated(x::Name(0x2da9608), x::Name(0x2be5304)), // nodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2fa9808), x::Name(0x2be5304)), // portWwns: long
+        x::FieldEntry::repeated(x::Name(0x2e73e0b), x::Name(0x2be5304)), // oldNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2e7600b), x::Name(0x2be5304)), // oldPortWwns: long
+        x::FieldEntry::repeated(x::Name(0x2d7ea0b), x::Name(0x2be5304)), // newNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2d80c0b), x::Name(0x2be5304)), // newPortWwns: long
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
         x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::optional(x::Name(0x257480a), x::Name(0x2607608)), // createDate: dateTime
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::repeated(x::Name(0x2dc8e15), x::Name(0x2be5304)), // npivNodeWorldWideName: long
-        x::FieldEntry::repeated(x::Name(0x2dcb615), x::Name(0x2be5304)), // npivPortWorldWideName: long
-        x::FieldEntry::optional(x::Name(0x2dd0415), x::Name(0x3344606)), // npivWorldWideNameType: string
-        x::FieldEntry::optional(x::Name(0x2dc6613), x::Name(0x3226a05)), // npivDesiredNodeWwns: short
-        x::FieldEntry::optional(x::Name(0x2dc7a13), x::Name(0x3226a05)), // npivDesiredPortWwns: short
-        x::FieldEntry::optional(x::Name(0x2dcda15), x::Name(0x2405e07)), // npivTemporaryDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2dca411), x::Name(0x2405e07)), // npivOnNonRdmDisks: boolean
-        x::FieldEntry::optional(x::Name(0x2dcf013), x::Name(0x3344606)), // npivWorldWideNameOp: string
-        x::FieldEntry::optional(x::Name(0x2bd400a), x::Name(0x3344606)), // locationId: string
-        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x2339112), x::Name(0x3344606)), // alternateGuestName: string
-        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x28a4505), x::Name(0x1f13816)), // files: VirtualMachineFileInfo
-        x::FieldEntry::optional(x::Name(0x341db05), x::Name(0x1b7820f)), // tools: ToolsConfigInfo
-        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0x1f28416)), // flags: VirtualMachineFlagInfo
-        x::FieldEntry::optional(x::Name(0x2525d12), x::Name(0x1eda020)), // consolePreferences: VirtualMachineConsolePreferences
-        x::FieldEntry::optional(x::Name(0x2fbae0b), x::Name(0x1ee5c20)), // powerOpInfo: VirtualMachineDefaultPowerOpInfo
-        x::FieldEntry::optional(x::Name(0x307650e), x::Name(0x2405e07)), // rebootPowerOff: boolean
-        x::FieldEntry::optional(x::Name(0x2de2a07), x::Name(0x2a94603)), // numCPUs: int
-        x::FieldEntry::repeated(x::Name(0x354d30a), x::Name(0x1ff3b18)), // vcpuConfig: VirtualMachineVcpuConfig
-        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
-        x::FieldEntry::optional(x::Name(0x2c80008), x::Name(0x2be5304)), // memoryMB: long
-        x::FieldEntry::optional(x::Name(0x2c7d713), x::Name(0x2405e07)), // memoryHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x255ed10), x::Name(0x2405e07)), // cpuHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x255fe13), x::Name(0x2405e07)), // cpuHotRemoveEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
-        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x269580c), x::Name(0x1dc9017)), // deviceChange: VirtualDeviceConfigSpec
-        x::FieldEntry::optional(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
-        x::FieldEntry::optional(x::Name(0x2553e0b), x::Name(0x1e97a1a)), // cpuAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x2c7740e), x::Name(0x1e97a1a)), // memoryAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x2d6f00d), x::Name(0x1f7791f)), // networkShaper: VirtualMachineNetworkShaperInfo
-        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0x1ede61b)), // cpuFeatureMask: VirtualMachineCpuIdInfoSpec
-        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
-        x::FieldEntry::optional(x::Name(0x33aec0d), x::Name(0x3344606)), // swapPlacement: string
-        x::FieldEntry::optional(x::Name(0x2409d0b), x::Name(0x1e9e219)), // bootOptions: VirtualMachineBootOptions
-        x::FieldEntry::optional(x::Name(0x3513b0a), x::Name(0x2111b0c)), // vAppConfig: VmConfigSpec
-        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x30dd809), x::Name(0x18cc715)), // repConfig: ReplicationConfigSpec
-        x::FieldEntry::optional(x::Name(0x3514611), x::Name(0x2405e07)), // vAppConfigRemoved: boolean
-        x::FieldEntry::optional(x::Name(0x351710f), x::Name(0x2405e07)), // vAssertsEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2464b15), x::Name(0x2405e07)), // changeTrackingEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x28b8708), x::Name(0x3344606)), // firmware: string
-        x::FieldEntry::optional(x::Name(0x2c33e11), x::Name(0x2a94603)), // maxMksConnections: int
-        x::FieldEntry::optional(x::Name(0x2938b14), x::Name(0x2405e07)), // guestAutoLockEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x2c87a1c), x::Name(0x2405e07)), // memoryReservationLockedToMax: boolean
-        x::FieldEntry::optional(x::Name(0x2d2c70f), x::Name(0x2405e07)), // nestedHVEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x352df0b), x::Name(0x2405e07)), // vPMCEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3198f1c), x::Name(0x19c6c1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
-        x::FieldEntry::repeated(x::Name(0x3614509), x::Name(0x1f8db19)), // vmProfile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x2c98717), x::Name(0x2405e07)), // messageBusTunnelEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x2cad311), x::Name(0x3344606)), // migrateEncryption: string
-        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1fb1115)), // sgxInfo: VirtualMachineSgxInfo
-        x::FieldEntry::optional(x::Name(0x28f3c10), x::Name(0x3344606)), // ftEncryptionMode: string
-        x::FieldEntry::optional(x::Name(0x294b017), x::Name(0x1f3a725)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
-        x::FieldEntry::optional(x::Name(0x320a00a), x::Name(0x2405e07)), // sevEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x359fb0b), x::Name(0x201c119)), // virtualNuma: VirtualMachineVirtualNuma
-        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
-        x::FieldEntry::optional(x::Name(0x2f7b413), x::Name(0x2405e07)), // pmemFailoverEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x365e219), x::Name(0x2405e07)), // vmxStatsCollectionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x360c21c), x::Name(0x2405e07)), // vmOpNotificationToAppEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x360aa17), x::Name(0x2be5304)), // vmOpNotificationTimeout: long
-        x::FieldEntry::optional(x::Name(0x26ad30a), x::Name(0x201431f)), // deviceSwap: VirtualMachineVirtualDeviceSwap
-        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
-        x::FieldEntry::optional(x::Name(0x2f7af04), x::Name(0x201f919)), // pmem: VirtualMachineVirtualPMem
-        x::FieldEntry::optional(x::Name(0x269ff0c), x::Name(0x200c121)), // deviceGroups: VirtualMachineVirtualDeviceGroups
-        x::FieldEntry::optional(x::Name(0x28c071b), x::Name(0x2405e07)), // fixedPassthruHotPlugEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
-        x::FieldEntry::optional(x::Name(0x33f1a0a), x::Name(0x2405e07)), // tdxEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x320b30d), x::Name(0x2405e07)), // sevSnpEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x33d3a08), x::Name(0x1b2f407)), // tagSpecs: TagSpec
-        x::FieldEntry::repeated(x::Name(0x3611513), x::Name(0x2188611)), // vmPlacementPolicies: VmPlacementPolicy
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
-        x::FieldEntry::required(x::Name(0x3610a0a), x::Name(0x3344606)), // vmPathName: string
-        x::FieldEntry::optional(x::Name(0x2c8b10c), x::Name(0x2a94603)), // memorySizeMB: int
-        x::FieldEntry::optional(x::Name(0x256d50e), x::Name(0x2a94603)), // cpuReservation: int
-        x::FieldEntry::optional(x::Name(0x2c84911), x::Name(0x2a94603)), // memoryReservation: int
-        x::FieldEntry::optional(x::Name(0x2de6406), x::Name(0x2a94603)), // numCpu: int
-        x::FieldEntry::optional(x::Name(0x2df3010), x::Name(0x2a94603)), // numEthernetCards: int
-        x::FieldEntry::optional(x::Name(0x2e3010f), x::Name(0x2a94603)), // numVirtualDisks: int
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
-        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
-        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
-        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x344280a), x::Name(0x2405e07)), // tpmPresent: boolean
-        x::FieldEntry::optional(x::Name(0x2e37310), x::Name(0x2a94603)), // numVmiopBackings: int
-        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
-        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
-        x::FieldEntry::required(x::Name(0x2494a06), x::Name(0x3344606)), // client: string
-        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2fb9c11), x::Name(0x2405e07)), // powerOnWhenOpened: boolean
-        x::FieldEntry::optional(x::Name(0x27e8018), x::Name(0x2405e07)), // enterFullScreenOnPowerOn: boolean
-        x::FieldEntry::optional(x::Name(0x249d418), x::Name(0x2405e07)), // closeOnPowerOffOrSuspend: boolean
-        x::FieldEntry::required(x::Name(0x253bb16), x::Name(0x3344606)), // contentLibraryItemUuid: string
-        x::FieldEntry::optional(x::Name(0x253d219), x::Name(0x3344606)), // contentLibraryItemVersion: string
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0xe2ca0d)), // info: HostCpuIdInfo
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x993510)), // datastore: DatastoreSummary
-        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x96af13)), // capability: DatastoreCapability
-        x::FieldEntry::required(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
-        x::FieldEntry::optional(x::Name(0x2c5ba16), x::Name(0x2be5304)), // maxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x3703a03), x::Name(0x2be5304)), // wwn: long
+        x::FieldEntry::repeated(x::Name(0x250bd0d), x::Name(0x212f50f)), // conflictedVms: VmEventArgument
+        x::FieldEntry::repeated(x::Name(0x250a00f), x::Name(0xea4611)), // conflictedHosts: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3703a03), x::Name(0x2be5304)), // wwn: long
+        x::FieldEntry::required(x::Name(0x240160f), x::Name(0x2a94603)), // blockSizeOption: int
+        x::FieldEntry::repeated(x::Name(0x349ae16), x::Name(0x2a94603)), // unmapGranularityOption: int
+        x::FieldEntry::optional(x::Name(0x3494218), x::Name(0x13e720a)), // unmapBandwidthFixedValue: LongOption
+        x::FieldEntry::optional(x::Name(0x3492918), x::Name(0x13e720a)), // unmapBandwidthDynamicMin: LongOption
+        x::FieldEntry::optional(x::Name(0x3491018), x::Name(0x13e720a)), // unmapBandwidthDynamicMax: LongOption
+        x::FieldEntry::optional(x::Name(0x3495b17), x::Name(0x2be5304)), // unmapBandwidthIncrement: long
+        x::FieldEntry::optional(x::Name(0x3498616), x::Name(0x2be5304)), // unmapBandwidthUltraLow: long
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x2f11e15), x::Name(0x2405e07)), // partitionFormatChange: boolean
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x3630f04), x::Name(0x1203c0c)), // vmfs: HostVmfsSpec
+        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
         x::FieldEntry::optional(x::Name(0x2c3d716), x::Name(0x2be5304)), // maxPhysicalRDMFileSize: long
         x::FieldEntry::optional(x::Name(0x2c61015), x::Name(0x2be5304)), // maxVirtualRDMFileSize: long
-        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
-        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
-        x::FieldEntry::repeated(x::Name(0x3385d15), x::Name(0x3344606)), // supportedVDiskFormats: string
-        x::FieldEntry::required(x::Name(0x28a130e), x::Name(0x3344606)), // fileSystemType: string
-        x::FieldEntry::optional(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
-        x::FieldEntry::optional(x::Name(0x2fb4f0c), x::Name(0x3344606)), // powerOffType: string
-        x::FieldEntry::optional(x::Name(0x33a4a0b), x::Name(0x3344606)), // suspendType: string
-        x::FieldEntry::optional(x::Name(0x3129509), x::Name(0x3344606)), // resetType: string
-        x::FieldEntry::optional(x::Name(0x263c613), x::Name(0x3344606)), // defaultPowerOffType: string
-        x::FieldEntry::optional(x::Name(0x2645c12), x::Name(0x3344606)), // defaultSuspendType: string
-        x::FieldEntry::optional(x::Name(0x2641810), x::Name(0x3344606)), // defaultResetType: string
-        x::FieldEntry::optional(x::Name(0x32e390d), x::Name(0x3344606)), // standbyAction: string
-        x::FieldEntry::required(x::Name(0x3010b09), x::Name(0x3344606)), // profileId: string
-        x::FieldEntry::optional(x::Name(0x30ef50f), x::Name(0x18db70f)), // replicationSpec: ReplicationSpec
-        x::FieldEntry::optional(x::Name(0x300ff0b), x::Name(0x1f8be1c)), // profileData: VirtualMachineProfileRawData
-        x::FieldEntry::repeated(x::Name(0x301310d), x::Name(0x134dd08)), // profileParams: KeyValue
-        x::FieldEntry::required(x::Name(0x318310c), x::Name(0x1eedf31)), // runtimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::required(x::Name(0x35c2c16), x::Name(0x2405e07)), // vmDirectPathGen2Active: boolean
-        x::FieldEntry::repeated(x::Name(0x35ccc20), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonVm: string
-        x::FieldEntry::repeated(x::Name(0x35ca823), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonOther: string
-        x::FieldEntry::optional(x::Name(0x35c5b26), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonExtended: string
-        x::FieldEntry::optional(x::Name(0x34d6b0b), x::Name(0x2405e07)), // uptv2Active: boolean
-        x::FieldEntry::repeated(x::Name(0x34d9d15), x::Name(0x3344606)), // uptv2InactiveReasonVm: string
-        x::FieldEntry::repeated(x::Name(0x34d8418), x::Name(0x3344606)), // uptv2InactiveReasonOther: string
-        x::FieldEntry::optional(x::Name(0x311fa11), x::Name(0x3344606)), // reservationStatus: string
-        x::FieldEntry::optional(x::Name(0x2388b10), x::Name(0x3344606)), // attachmentStatus: string
-        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3703e01), x::Name(0x2a94603)), // x: int
-        x::FieldEntry::required(x::Name(0x3706401), x::Name(0x2a94603)), // y: int
-        x::FieldEntry::required(x::Name(0x36c3d05), x::Name(0x2a94603)), // width: int
-        x::FieldEntry::required(x::Name(0x29aeb06), x::Name(0x2a94603)), // height: int
-        x::FieldEntry::required(x::Name(0x269650b), x::Name(0xbdad12)), // deviceClass: ElementDescription
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
-        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x1564009)), // configParams: OptionDef
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x25b860b), x::Name(0x3344606)), // customLabel: string
-        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x2a94603)), // vendorId: int
-        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x2a94603)), // deviceId: int
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::optional(x::Name(0x3610a0a), x::Name(0x3344606)), // vmPathName: string
-        x::FieldEntry::optional(x::Name(0x325c911), x::Name(0x3344606)), // snapshotDirectory: string
-        x::FieldEntry::optional(x::Name(0x339e510), x::Name(0x3344606)), // suspendDirectory: string
-        x::FieldEntry::optional(x::Name(0x2bdbb0c), x::Name(0x3344606)), // logDirectory: string
-        x::FieldEntry::optional(x::Name(0x28fad13), x::Name(0x3344606)), // ftMetadataDirectory: string
-        x::FieldEntry::repeated(x::Name(0x24ed20a), x::Name(0x3344606)), // configFile: string
-        x::FieldEntry::repeated(x::Name(0x2bdc807), x::Name(0x3344606)), // logFile: string
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f16822)), // disk: VirtualMachineFileLayoutDiskLayout
-        x::FieldEntry::repeated(x::Name(0x3258c08), x::Name(0x1f25d26)), // snapshot: VirtualMachineFileLayoutSnapshotLayout
-        x::FieldEntry::optional(x::Name(0x33ad108), x::Name(0x3344606)), // swapFile: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::repeated(x::Name(0x2706308), x::Name(0x3344606)), // diskFile: string
-        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0x1f1ee22)), // file: VirtualMachineFileLayoutExFileInfo
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f1a624)), // disk: VirtualMachineFileLayoutExDiskLayout
-        x::FieldEntry::repeated(x::Name(0x3258c08), x::Name(0x1f23428)), // snapshot: VirtualMachineFileLayoutExSnapshotLayout
-        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
-        x::FieldEntry::repeated(x::Name(0x245b105), x::Name(0x1f1cb22)), // chain: VirtualMachineFileLayoutExDiskUnit
-        x::FieldEntry::repeated(x::Name(0x289ae07), x::Name(0x2a94603)), // fileKey: int
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
-        x::FieldEntry::optional(x::Name(0x3484a0a), x::Name(0x2be5304)), // uniqueSize: long
-        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
-        x::FieldEntry::optional(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25e3e07), x::Name(0x2a94603)), // dataKey: int
-        x::FieldEntry::optional(x::Name(0x2c7eb09), x::Name(0x2a94603)), // memoryKey: int
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f1a624)), // disk: VirtualMachineFileLayoutExDiskLayout
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x325ec0c), x::Name(0x3344606)), // snapshotFile: string
-        x::FieldEntry::optional(x::Name(0x26db713), x::Name(0x2405e07)), // disableAcceleration: boolean
-        x::FieldEntry::optional(x::Name(0x27a900d), x::Name(0x2405e07)), // enableLogging: boolean
-        x::FieldEntry::optional(x::Name(0x34ebc06), x::Name(0x2405e07)), // useToe: boolean
-        x::FieldEntry::optional(x::Name(0x3180410), x::Name(0x2405e07)), // runWithDebugInfo: boolean
-        x::FieldEntry::optional(x::Name(0x2cdcc0b), x::Name(0x3344606)), // monitorType: string
-        x::FieldEntry::optional(x::Name(0x2a17909), x::Name(0x3344606)), // htSharing: string
-        x::FieldEntry::optional(x::Name(0x325db10), x::Name(0x2405e07)), // snapshotDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x326260e), x::Name(0x2405e07)), // snapshotLocked: boolean
-        x::FieldEntry::optional(x::Name(0x2723c0f), x::Name(0x2405e07)), // diskUuidEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3593f0f), x::Name(0x3344606)), // virtualMmuUsage: string
-        x::FieldEntry::optional(x::Name(0x357fe10), x::Name(0x3344606)), // virtualExecUsage: string
-        x::FieldEntry::optional(x::Name(0x3268f18), x::Name(0x3344606)), // snapshotPowerOffBehavior: string
-        x::FieldEntry::optional(x::Name(0x309df13), x::Name(0x2405e07)), // recordReplayEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2877012), x::Name(0x3344606)), // faultToleranceType: string
-        x::FieldEntry::optional(x::Name(0x2448810), x::Name(0x2405e07)), // cbrcCacheEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x36b270b), x::Name(0x2405e07)), // vvtdEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x354890a), x::Name(0x2405e07)), // vbsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3630f04), x::Name(0x120490e)), // vmfs: HostVmfsVolume
+        x::FieldEntry::repeated(x::Name(0x363400a), x::Name(0xe8b51b)), // vmfsExtent: HostDiskPartitionBlockRange
+        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x21f1b17)), // info: VmfsDatastoreBaseOption
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x21fe311)), // spec: VmfsDatastoreSpec
+        x::FieldEntry::required(x::Name(0x363400a), x::Name(0xe8b51b)), // vmfsExtent: HostDiskPartitionBlockRange
+        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x28c2f0a), x::Name(0x2be5304)), // fixedValue: long
+        x::FieldEntry::required(x::Name(0x278350a), x::Name(0x2be5304)), // dynamicMin: long
+        x::FieldEntry::required(x::Name(0x2782a0a), x::Name(0x2be5304)), // dynamicMax: long
+        x::FieldEntry::repeated(x::Name(0x22e5b0c), x::Name(0x3344606)), // activeUplink: string
+        x::FieldEntry::repeated(x::Name(0x32e6f0d), x::Name(0x3344606)), // standbyUplink: string
+        x::FieldEntry::optional(x::Name(0x2751811), x::Name(0x220552f)), // dpuFailoverPolicy: VmwareDistributedVirtualSwitchDpuFailoverPolicy
     ],
     values: &[
-        x::Name(0x3213f06), // sha256
-        x::Name(0x2545d04), // copy
-        x::Name(0x30df307), // replace
-        x::Name(0x354a102), // vc
-        x::Name(0x29b4e04), // host
-        x::Name(0x284cf08), // external
-        x::Name(0x2a72a07), // inherit
-        x::Name(0x35d710b), // vmDirectory
-        x::Name(0x29d9409), // hostLocal
-        x::Name(0x28f2714), // ftEncryptionDisabled
-        x::Name(0x28f4d19), // ftEncryptionOpportunistic
-        x::Name(0x28f6714), // ftEncryptionRequired
-        x::Name(0x26e4608), // disabled
-        x::Name(0x2e9510d), // opportunistic
-        x::Name(0x3109a08), // required
-        x::Name(0x2914608), // generate
-        x::Name(0x31ffc03), // set
-        x::Name(0x30d8106), // remove
-        x::Name(0x2841b06), // extend
-        x::Name(0x2517809), // connected
-        x::Name(0x26f5b0c), // disconnected
-        x::Name(0x2eac308), // orphaned
-        x::Name(0x2a4c30c), // inaccessible
-        x::Name(0x2aa9b07), // invalid
-        x::Name(0x3490708), // unlocked
-        x::Name(0x2bdb006), // locked
-        x::Name(0x3600015), // vmNptIncompatibleHost
-        x::Name(0x3601618), // vmNptIncompatibleNetwork
-        x::Name(0x35fcc16), // vmNptIncompatibleGuest
-        x::Name(0x35fe31c), // vmNptIncompatibleGuestDriver
-        x::Name(0x35f921c), // vmNptIncompatibleAdapterType
-        x::Name(0x35f2222), // vmNptDisabledOrDisconnectedAdapter
-        x::Name(0x35f7120), // vmNptIncompatibleAdapterFeatures
-        x::Name(0x35faf1c), // vmNptIncompatibleBackingType
-        x::Name(0x3602f22), // vmNptInsufficientMemoryReservation
-        x::Name(0x35f452b), // vmNptFaultToleranceOrRecordReplayConfigured
-        x::Name(0x35edc21), // vmNptConflictingIOChainConfigured
-        x::Name(0x3605212), // vmNptMonitorBlocks
-        x::Name(0x35efe23), // vmNptConflictingOperationInProgress
-        x::Name(0x3607a11), // vmNptRuntimeError
-        x::Name(0x3606514), // vmNptOutOfIntrVector
-        x::Name(0x3608c0f), // vmNptVMCIActive
-        x::Name(0x2db9d0d), // notConfigured
-        x::Name(0x26e4608), // disabled
-        x::Name(0x27af207), // enabled
-        x::Name(0x2d28d0d), // needSecondary
-        x::Name(0x32f7a08), // starting
-        x::Name(0x3181507), // running
-        x::Name(0x34ab005), // unset
-        x::Name(0x309d20c), // recordReplay
-        x::Name(0x2482e0d), // checkpointing
-        x::Name(0x24ea506), // config
-        x::Name(0x2842b0e), // extendedConfig
-        x::Name(0x2703d0e), // diskDescriptor
-        x::Name(0x2704c0a), // diskExtent
-        x::Name(0x26bda10), // digestDescriptor
-        x::Name(0x26c1a0c), // digestExtent
-        x::Name(0x2719814), // diskReplicationState
-        x::Name(0x2bdb703), // log
-        x::Name(0x32f9c04), // stat
-        x::Name(0x2d15f0d), // namespaceData
-        x::Name(0x25e6815), // dataSetsDiskModeStore
-        x::Name(0x25e9913), // dataSetsVmModeStore
-        x::Name(0x2e5c005), // nvram
-        x::Name(0x325bc0c), // snapshotData
-        x::Name(0x3264a0e), // snapshotMemory
-        x::Name(0x326190c), // snapshotList
-        x::Name(0x3263514), // snapshotManifestList
-        x::Name(0x339dd07), // suspend
-        x::Name(0x33a060d), // suspendMemory
-        x::Name(0x33ab304), // swap
-        x::Name(0x3513406), // uwswap
-        x::Name(0x2548004), // core
-        x::Name(0x31a3c0a), // screenshot
-        x::Name(0x28fa20a), // ftMetadata
-        x::Name(0x293c412), // guestCustomization
-        x::Name(0x30bdd07), // release
-        x::Name(0x2620c05), // debug
-        x::Name(0x3310d05), // stats
-        x::Name(0x2a1ec06), // hvAuto
-        x::Name(0x2a20404), // hvOn
-        x::Name(0x2a1fe05), // hvOff
-        x::Name(0x23b7109), // automatic
-        x::Name(0x2e79702), // on
-        x::Name(0x2e68003), // off
+        x::Name(0x2494a06), // client
+        x::Name(0x31dff06), // server
+        x::Name(0x1482b04), // NONE
+        x::Name(0x1b2d203), // TSO
+        x::Name(0x1362e03), // LRO
+        x::Name(0x1b2d607), // TSO_LRO
+        x::Name(0x3165c06), // rocev1
+        x::Name(0x3166306), // rocev2
+        x::Name(0x3657217), // vmtoolsHeartbeatFailure
+        x::Name(0x234d513), // appHeartbeatFailure
+        x::Name(0x234fc18), // appImmediateResetRequest
+        x::Name(0x362d413), // vmcpResetApdCleared
+        x::Name(0x2952213), // guestOsCrashFailure
+        x::Name(0x2a5a010), // incompatibleHost
+        x::Name(0x2be2c0b), // loginFailed
+        x::Name(0x30b7010), // registerVmFailed
+        x::Name(0x2cae50d), // migrateFailed
+        x::Name(0x297470c), // haNotEnabled
+        x::Name(0x2ce1814), // moreThanOneSecondary
+        x::Name(0x309f318), // recordReplayNotSupported
+        x::Name(0x30e1e12), // replayNotSupported
+        x::Name(0x33f900a), // templateVm
+        x::Name(0x2d0950c), // multipleVCPU
+        x::Name(0x29d250c), // hostInactive
+        x::Name(0x2901615), // ftUnsupportedHardware
+        x::Name(0x2902c14), // ftUnsupportedProduct
+        x::Name(0x2ccc911), // missingVMotionNic
+        x::Name(0x2cc5913), // missingFTLoggingNic
+        x::Name(0x3403508), // thinDisk
+        x::Name(0x355d91e), // verifySSLCertificateFlagNotSet
+        x::Name(0x298a60c), // hasSnapshots
+        x::Name(0x2d9e408), // noConfig
+        x::Name(0x28ffc0d), // ftSecondaryVm
+        x::Name(0x2986c0c), // hasLocalDisk
+        x::Name(0x280fd0a), // esxAgentVm
+        x::Name(0x356e50e), // video3dEnabled
+        x::Name(0x298b312), // hasUnsupportedDisk
+        x::Name(0x2a90815), // insufficientBandwidth
+        x::Name(0x2987918), // hasNestedHVConfiguration
+        x::Name(0x298c616), // hasVFlashConfiguration
+        x::Name(0x34b2e12), // unsupportedProduct
+        x::Name(0x2562010), // cpuHvUnsupported
+        x::Name(0x2564313), // cpuHwmmuUnsupported
+        x::Name(0x256120d), // cpuHvDisabled
+        x::Name(0x2984a0e), // hasEFIFirmware
+        x::Name(0x341c00c), // tooManyVCPUs
+        x::Name(0x341cd0d), // tooMuchMemory
+        x::Name(0x352cc12), // vMotionNotLicensed
+        x::Name(0x28fdb0d), // ftNotLicensed
+        x::Name(0x2973a0c), // haAgentIssue
+        x::Name(0x34b410f), // unsupportedSPBM
+        x::Name(0x2985912), // hasLinkedCloneDisk
+        x::Name(0x34b1419), // unsupportedPMemHAFailOver
+        x::Name(0x34ae818), // unsupportedEncryptedDisk
+        x::Name(0x28fc119), // ftMetroClusterNotEditable
+        x::Name(0x2d9ed15), // noHostGroupConfigured
+        x::Name(0x358410d), // virtualFloppy
+        x::Name(0x357700c), // virtualCdrom
+        x::Name(0x35a2d11), // virtualSerialPort
+        x::Name(0x35a0713), // virtualParallelPort
+        x::Name(0x357910b), // virtualDisk
+        x::Name(0x1684330), // PreferredDuringPlacementPreferredDuringExecution
+        x::Name(0x18eba2f), // RequiredDuringPlacementPreferredDuringExecution
+        x::Name(0xdad804), // Host
+        x::Name(0x677c16), // ClusterComputeResource
+        x::Name(0x1d3ad0b), // VSphereZone
+        x::Name(0x322b008), // shutdown
+        x::Name(0x2fc030a), // poweredOff
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => return Some(x::decode_struct_object::<VirtualSerialPort>(r)),
+        1 => return Some(x::decode_struct_object::<VirtualSerialPortDeviceBackingInfo>(r)),
+        2 => return Some(x::decode_struct_object::<VirtualSerialPortDeviceBackingOption>(r)),
+        4 => return Some(x::decode_struct_object::<VirtualSerialPortFileBackingInfo>(r)),
+        5 => return Some(x::decode_struct_object::<VirtualSerialPortFileBackingOption>(r)),
+        6 => return Some(x::decode_struct_object::<VirtualSerialPortOption>(r)),
+        7 => return Some(x::decode_struct_object::<VirtualSerialPortPipeBackingInfo>(r)),
+        8 => return Some(x::decode_struct_object::<VirtualSerialPortPipeBackingOption>(r)),
+        9 => return Some(x::decode_struct_object::<VirtualSerialPortThinPrintBackingInfo>(r)),
+        10 => return Some(x::decode_struct_object::<VirtualSerialPortThinPrintBackingOption>(r)),
+        11 => return Some(x::decode_struct_object::<VirtualSerialPortURIBackingInfo>(r)),
+        12 => return Some(x::decode_struct_object::<VirtualSerialPortURIBackingOption>(r)),
+        13 => return Some(x::decode_struct_object::<VirtualSoundBlaster16>(r)),
+        14 => return Some(x::decode_struct_object::<VirtualSoundBlaster16Option>(r)),
+        15 => return Some(x::decode_struct_object::<VirtualSoundCard>(r)),
+        16 => return Some(x::decode_struct_object::<VirtualSoundCardDeviceBackingInfo>(r)),
+        17 => return Some(x::decode_struct_object::<VirtualSoundCardDeviceBackingOption>(r)),
+        18 => return Some(x::decode_struct_object::<VirtualSoundCardOption>(r)),
+        19 => return Some(x::decode_struct_object::<VirtualSriovEthernetCard>(r)),
+        20 => return Some(x::decode_struct_object::<VirtualSriovEthernetCardOption>(r)),
+        21 => return Some(x::decode_struct_object::<VirtualSriovEthernetCardSriovBackingInfo>(r)),
+        22 => return Some(x::decode_struct_object::<VirtualSriovEthernetCardSriovBackingOption>(r)),
+        23 => return Some(x::decode_struct_object::<VirtualSwitchProfile>(r)),
+        24 => return Some(x::decode_struct_object::<VirtualSwitchSelectionProfile>(r)),
+        25 => return Some(x::decode_struct_object::<VirtualTPM>(r)),
+        26 => return Some(x::decode_struct_object::<VirtualTPMOption>(r)),
+        27 => return Some(x::decode_struct_object::<VirtualUSB>(r)),
+        28 => return Some(x::decode_struct_object::<VirtualUSBController>(r)),
+        29 => return Some(x::decode_struct_object::<VirtualUSBControllerOption>(r)),
+        30 => return Some(x::decode_struct_object::<VirtualUSBControllerPciBusSlotInfo>(r)),
+        31 => return Some(x::decode_struct_object::<VirtualUSBOption>(r)),
+        32 => return Some(x::decode_struct_object::<VirtualUSBRemoteClientBackingInfo>(r)),
+        33 => return Some(x::decode_struct_object::<VirtualUSBRemoteClientBackingOption>(r)),
+        34 => return Some(x::decode_struct_object::<VirtualUSBRemoteHostBackingInfo>(r)),
+        35 => return Some(x::decode_struct_object::<VirtualUSBRemoteHostBackingOption>(r)),
+        36 => return Some(x::decode_struct_object::<VirtualUSBUSBBackingInfo>(r)),
+        37 => return Some(x::decode_struct_object::<VirtualUSBUSBBackingOption>(r)),
+        38 => return Some(x::decode_struct_object::<VirtualUSBXHCIController>(r)),
+        39 => return Some(x::decode_struct_object::<VirtualUSBXHCIControllerOption>(r)),
+        40 => return Some(x::decode_struct_object::<VirtualVMIROMOption>(r)),
+        41 => return Some(x::decode_struct_object::<VirtualVideoCardOption>(r)),
+        42 => return Some(x::decode_struct_object::<VirtualVmxnet>(r)),
+        43 => return Some(x::decode_struct_object::<VirtualVmxnet2>(r)),
+        44 => return Some(x::decode_struct_object::<VirtualVmxnet2Option>(r)),
+        45 => return Some(x::decode_struct_object::<VirtualVmxnet3>(r)),
+        46 => return Some(x::decode_struct_object::<VirtualVmxnet3Option>(r)),
+        47 => return Some(x::decode_struct_object::<VirtualVmxnet3OptionStrictLatencyConfigOption>(r)),
+        48 => return Some(x::decode_struct_object::<VirtualVmxnet3StrictLatencyConfig>(r)),
+        50 => return Some(x::decode_struct_object::<VirtualVmxnet3Vrdma>(r)),
+        51 => return Some(x::decode_struct_object::<VirtualVmxnet3VrdmaOption>(r)),
+        53 => return Some(x::decode_struct_object::<VirtualVmxnetOption>(r)),
+        54 => return Some(x::decode_struct_object::<VirtualWDT>(r)),
+        55 => return Some(x::decode_struct_object::<VirtualWDTOption>(r)),
+        56 => return Some(x::decode_struct_object::<VlanProfile>(r)),
+        #[cfg(feature = "all-events")] 57 => return Some(x::decode_struct_object::<VmAcquiredMksTicketEvent>(r)),
+        #[cfg(feature = "all-events")] 58 => return Some(x::decode_struct_object::<VmAcquiredTicketEvent>(r)),
+        #[cfg(feature = "all-faults")] 59 => return Some(x::decode_struct_object::<VmAlreadyExistsInDatacenter>(r)),
+        #[cfg(feature = "all-events")] 60 => return Some(x::decode_struct_object::<VmAutoRenameEvent>(r)),
+        #[cfg(feature = "all-events")] 61 => return Some(x::decode_struct_object::<VmBeingClonedEvent>(r)),
+        #[cfg(feature = "all-events")] 62 => return Some(x::decode_struct_object::<VmBeingClonedNoFolderEvent>(r)),
+        #[cfg(feature = "all-events")] 63 => return Some(x::decode_struct_object::<VmBeingCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 64 => return Some(x::decode_struct_object::<VmBeingDeployedEvent>(r)),
+        #[cfg(feature = "all-events")] 65 => return Some(x::decode_struct_object::<VmBeingHotMigratedEvent>(r)),
+        #[cfg(feature = "all-events")] 66 => return Some(x::decode_struct_object::<VmBeingMigratedEvent>(r)),
+        #[cfg(feature = "all-events")] 67 => return Some(x::decode_struct_object::<VmBeingRelocatedEvent>(r)),
+        #[cfg(feature = "all-events")] 68 => return Some(x::decode_struct_object::<VmCloneEvent>(r)),
+        #[cfg(feature = "all-events")] 69 => return Some(x::decode_struct_object::<VmCloneFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 70 => return Some(x::decode_struct_object::<VmClonedEvent>(r)),
+        71 => return Some(x::decode_struct_object::<VmConfigFault>(r)),
+        72 => return Some(x::decode_struct_object::<VmConfigFileEncryptionInfo>(r)),
+        73 => return Some(x::decode_struct_object::<VmConfigFileInfo>(r)),
+        74 => return Some(x::decode_struct_object::<VmConfigFileQuery>(r)),
+        75 => return Some(x::decode_struct_object::<VmConfigFileQueryFilter>(r)),
+        76 => return Some(x::decode_struct_object::<VmConfigFileQueryFlags>(r)),
+        #[cfg(feature = "all-faults")] 77 => return Some(x::decode_struct_object::<VmConfigIncompatibleForFaultTolerance>(r)),
+        #[cfg(feature = "all-faults")] 78 => return Some(x::decode_struct_object::<VmConfigIncompatibleForRecordReplay>(r)),
+        79 => return Some(x::decode_struct_object::<VmConfigInfo>(r)),
+        #[cfg(feature = "all-events")] 80 => return Some(x::decode_struct_object::<VmConfigMissingEvent>(r)),
+        81 => return Some(x::decode_struct_object::<VmConfigSpec>(r)),
+        #[cfg(feature = "all-events")] 82 => return Some(x::decode_struct_object::<VmConnectedEvent>(r)),
+        #[cfg(feature = "all-events")] 83 => return Some(x::decode_struct_object::<VmCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 84 => return Some(x::decode_struct_object::<VmDasBeingResetEvent>(r)),
+        #[cfg(feature = "all-events")] 86 => return Some(x::decode_struct_object::<VmDasBeingResetWithScreenshotEvent>(r)),
+        #[cfg(feature = "all-events")] 87 => return Some(x::decode_struct_object::<VmDasResetFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 88 => return Some(x::decode_struct_object::<VmDasUpdateErrorEvent>(r)),
+        #[cfg(feature = "all-events")] 89 => return Some(x::decode_struct_object::<VmDasUpdateOkEvent>(r)),
+        #[cfg(feature = "all-events")] 90 => return Some(x::decode_struct_object::<VmDateRolledBackEvent>(r)),
+        #[cfg(feature = "all-events")] 91 => return Some(x::decode_struct_object::<VmDeployFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 92 => return Some(x::decode_struct_object::<VmDeployedEvent>(r)),
+        #[cfg(feature = "all-events")] 93 => return Some(x::decode_struct_object::<VmDisconnectedEvent>(r)),
+        #[cfg(feature = "all-events")] 94 => return Some(x::decode_struct_object::<VmDiscoveredEvent>(r)),
+        #[cfg(feature = "all-events")] 95 => return Some(x::decode_struct_object::<VmDiskFailedEvent>(r)),
+        96 => return Some(x::decode_struct_object::<VmDiskFileEncryptionInfo>(r)),
+        97 => return Some(x::decode_struct_object::<VmDiskFileInfo>(r)),
+        98 => return Some(x::decode_struct_object::<VmDiskFileQuery>(r)),
+        99 => return Some(x::decode_struct_object::<VmDiskFileQueryFilter>(r)),
+        100 => return Some(x::decode_struct_object::<VmDiskFileQueryFlags>(r)),
+        #[cfg(feature = "all-events")] 101 => return Some(x::decode_struct_object::<VmEmigratingEvent>(r)),
+        #[cfg(feature = "all-events")] 102 => return Some(x::decode_struct_object::<VmEndRecordingEvent>(r)),
+        #[cfg(feature = "all-events")] 103 => return Some(x::decode_struct_object::<VmEndReplayingEvent>(r)),
+        #[cfg(feature = "all-events")] 104 => return Some(x::decode_struct_object::<VmEvent>(r)),
+        105 => return Some(x::decode_struct_object::<VmEventArgument>(r)),
+        #[cfg(feature = "all-events")] 106 => return Some(x::decode_struct_object::<VmFailedMigrateEvent>(r)),
+        #[cfg(feature = "all-events")] 107 => return Some(x::decode_struct_object::<VmFailedRelayoutEvent>(r)),
+        #[cfg(feature = "all-events")] 108 => return Some(x::decode_struct_object::<VmFailedRelayoutOnVmfs2DatastoreEvent>(r)),
+        #[cfg(feature = "all-events")] 109 => return Some(x::decode_struct_object::<VmFailedStartingSecondaryEvent>(r)),
+        #[cfg(feature = "all-events")] 111 => return Some(x::decode_struct_object::<VmFailedToPowerOffEvent>(r)),
+        #[cfg(feature = "all-events")] 112 => return Some(x::decode_struct_object::<VmFailedToPowerOnEvent>(r)),
+        #[cfg(feature = "all-events")] 113 => return Some(x::decode_struct_object::<VmFailedToRebootGuestEvent>(r)),
+        #[cfg(feature = "all-events")] 114 => return Some(x::decode_struct_object::<VmFailedToResetEvent>(r)),
+        #[cfg(feature = "all-events")] 115 => return Some(x::decode_struct_object::<VmFailedToShutdownGuestEvent>(r)),
+        #[cfg(feature = "all-events")] 116 => return Some(x::decode_struct_object::<VmFailedToStandbyGuestEvent>(r)),
+        #[cfg(feature = "all-events")] 117 => return Some(x::decode_struct_object::<VmFailedToSuspendEvent>(r)),
+        #[cfg(feature = "all-events")] 118 => return Some(x::decode_struct_object::<VmFailedUpdatingSecondaryConfig>(r)),
+        #[cfg(feature = "all-events")] 119 => return Some(x::decode_struct_object::<VmFailoverFailed>(r)),
+        #[cfg(feature = "all-faults")] 120 => return Some(x::decode_struct_object::<VmFaultToleranceConfigIssue>(r)),
+        #[cfg(feature = "all-faults")] 122 => return Some(x::decode_struct_object::<VmFaultToleranceConfigIssueWrapper>(r)),
+        #[cfg(feature = "all-faults")] 123 => return Some(x::decode_struct_object::<VmFaultToleranceInvalidFileBacking>(r)),
+        #[cfg(feature = "all-faults")] 125 => return Some(x::decode_struct_object::<VmFaultToleranceIssue>(r)),
+        #[cfg(feature = "all-faults")] 126 => return Some(x::decode_struct_object::<VmFaultToleranceOpIssuesList>(r)),
+        #[cfg(feature = "all-events")] 127 => return Some(x::decode_struct_object::<VmFaultToleranceStateChangedEvent>(r)),
+        #[cfg(feature = "all-faults")] 128 => return Some(x::decode_struct_object::<VmFaultToleranceTooManyFtVcpusOnHost>(r)),
+        #[cfg(feature = "all-faults")] 129 => return Some(x::decode_struct_object::<VmFaultToleranceTooManyVMsOnHost>(r)),
+        #[cfg(feature = "all-events")] 130 => return Some(x::decode_struct_object::<VmFaultToleranceTurnedOffEvent>(r)),
+        #[cfg(feature = "all-events")] 131 => return Some(x::decode_struct_object::<VmFaultToleranceVmTerminatedEvent>(r)),
+        #[cfg(feature = "all-events")] 132 => return Some(x::decode_struct_object::<VmGuestOSCrashedEvent>(r)),
+        #[cfg(feature = "all-events")] 133 => return Some(x::decode_struct_object::<VmGuestRebootEvent>(r)),
+        #[cfg(feature = "all-events")] 134 => return Some(x::decode_struct_object::<VmGuestShutdownEvent>(r)),
+        #[cfg(feature = "all-events")] 135 => return Some(x::decode_struct_object::<VmGuestStandbyEvent>(r)),
+        #[cfg(feature = "all-events")] 136 => return Some(x::decode_struct_object::<VmHealthMonitoringStateChangedEvent>(r)),
+        #[cfg(feature = "all-faults")] 137 => return Some(x::decode_struct_object::<VmHostAffinityRuleViolation>(r)),
+        #[cfg(feature = "all-events")] 138 => return Some(x::decode_struct_object::<VmInstanceUuidAssignedEvent>(r)),
+        #[cfg(feature = "all-events")] 139 => return Some(x::decode_struct_object::<VmInstanceUuidChangedEvent>(r)),
+        #[cfg(feature = "all-events")] 140 => return Some(x::decode_struct_object::<VmInstanceUuidConflictEvent>(r)),
+        #[cfg(feature = "all-faults")] 141 => return Some(x::decode_struct_object::<VmLimitLicense>(r)),
+        142 => return Some(x::decode_struct_object::<VmLogFileInfo>(r)),
+        143 => return Some(x::decode_struct_object::<VmLogFileQuery>(r)),
+        #[cfg(feature = "all-events")] 144 => return Some(x::decode_struct_object::<VmMacAssignedEvent>(r)),
+        #[cfg(feature = "all-events")] 145 => return Some(x::decode_struct_object::<VmMacChangedEvent>(r)),
+        #[cfg(feature = "all-events")] 146 => return Some(x::decode_struct_object::<VmMacConflictEvent>(r)),
+        #[cfg(feature = "all-events")] 147 => return Some(x::decode_struct_object::<VmMaxFTRestartCountReached>(r)),
+        #[cfg(feature = "all-events")] 148 => return Some(x::decode_struct_object::<VmMaxRestartCountReached>(r)),
+        #[cfg(feature = "all-events")] 149 => return Some(x::decode_struct_object::<VmMessageErrorEvent>(r)),
+        #[cfg(feature = "all-events")] 150 => return Some(x::decode_struct_object::<VmMessageEvent>(r)),
+        #[cfg(feature = "all-events")] 151 => return Some(x::decode_struct_object::<VmMessageWarningEvent>(r)),
+        #[cfg(feature = "all-faults")] 152 => return Some(x::decode_struct_object::<VmMetadataManagerFault>(r)),
+        #[cfg(feature = "all-events")] 153 => return Some(x::decode_struct_object::<VmMigratedEvent>(r)),
+        #[cfg(feature = "all-faults")] 154 => return Some(x::decode_struct_object::<VmMonitorIncompatibleForFaultTolerance>(r)),
+        #[cfg(feature = "all-events")] 155 => return Some(x::decode_struct_object::<VmNoCompatibleHostForSecondaryEvent>(r)),
+        #[cfg(feature = "all-events")] 156 => return Some(x::decode_struct_object::<VmNoNetworkAccessEvent>(r)),
+        157 => return Some(x::decode_struct_object::<VmNvramFileInfo>(r)),
+        158 => return Some(x::decode_struct_object::<VmNvramFileQuery>(r)),
+        #[cfg(feature = "all-events")] 159 => return Some(x::decode_struct_object::<VmOrphanedEvent>(r)),
+        160 => return Some(x::decode_struct_object::<VmPlacementPolicy>(r)),
+        163 => return Some(x::decode_struct_object::<VmPodConfigForPlacement>(r)),
+        164 => return Some(x::decode_struct_object::<VmPortGroupProfile>(r)),
+        #[cfg(feature = "all-events")] 165 => return Some(x::decode_struct_object::<VmPowerOffOnIsolationEvent>(r)),
+        #[cfg(feature = "all-faults")] 166 => return Some(x::decode_struct_object::<VmPowerOnDisabled>(r)),
+        #[cfg(feature = "all-events")] 167 => return Some(x::decode_struct_object::<VmPoweredOffEvent>(r)),
+        #[cfg(feature = "all-events")] 168 => return Some(x::decode_struct_object::<VmPoweredOnEvent>(r)),
+        #[cfg(feature = "all-events")] 169 => return Some(x::decode_struct_object::<VmPoweringOnWithCustomizedDVPortEvent>(r)),
+        #[cfg(feature = "all-events")] 170 => return Some(x::decode_struct_object::<VmPrimaryFailoverEvent>(r)),
+        #[cfg(feature = "all-events")] 171 => return Some(x::decode_struct_object::<VmReconfiguredEvent>(r)),
+        #[cfg(feature = "all-events")] 172 => return Some(x::decode_struct_object::<VmRegisteredEvent>(r)),
+        #[cfg(feature = "all-events")] 173 => return Some(x::decode_struct_object::<VmRelayoutSuccessfulEvent>(r)),
+        #[cfg(feature = "all-events")] 174 => return Some(x::decode_struct_object::<VmRelayoutUpToDateEvent>(r)),
+        #[cfg(feature = "all-events")] 175 => return Some(x::decode_struct_object::<VmReloadFromPathEvent>(r)),
+        #[cfg(feature = "all-events")] 176 => return Some(x::decode_struct_object::<VmReloadFromPathFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 177 => return Some(x::decode_struct_object::<VmRelocateFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 178 => return Some(x::decode_struct_object::<VmRelocateSpecEvent>(r)),
+        #[cfg(feature = "all-events")] 179 => return Some(x::decode_struct_object::<VmRelocatedEvent>(r)),
+        #[cfg(feature = "all-events")] 180 => return Some(x::decode_struct_object::<VmRemoteConsoleConnectedEvent>(r)),
+        #[cfg(feature = "all-events")] 181 => return Some(x::decode_struct_object::<VmRemoteConsoleDisconnectedEvent>(r)),
+        #[cfg(feature = "all-events")] 182 => return Some(x::decode_struct_object::<VmRemovedEvent>(r)),
+        #[cfg(feature = "all-events")] 183 => return Some(x::decode_struct_object::<VmRenamedEvent>(r)),
+        #[cfg(feature = "all-events")] 184 => return Some(x::decode_struct_object::<VmRequirementsExceedCurrentEVCModeEvent>(r)),
+        #[cfg(feature = "all-events")] 185 => return Some(x::decode_struct_object::<VmResettingEvent>(r)),
+        #[cfg(feature = "all-events")] 186 => return Some(x::decode_struct_object::<VmResourcePoolMovedEvent>(r)),
+        #[cfg(feature = "all-events")] 187 => return Some(x::decode_struct_object::<VmResourceReallocatedEvent>(r)),
+        #[cfg(feature = "all-events")] 188 => return Some(x::decode_struct_object::<VmRestartedOnAlternateHostEvent>(r)),
+        #[cfg(feature = "all-events")] 189 => return Some(x::decode_struct_object::<VmResumingEvent>(r)),
+        #[cfg(feature = "all-events")] 190 => return Some(x::decode_struct_object::<VmSecondaryAddedEvent>(r)),
+        #[cfg(feature = "all-events")] 191 => return Some(x::decode_struct_object::<VmSecondaryDisabledBySystemEvent>(r)),
+        #[cfg(feature = "all-events")] 192 => return Some(x::decode_struct_object::<VmSecondaryDisabledEvent>(r)),
+        #[cfg(feature = "all-events")] 193 => return Some(x::decode_struct_object::<VmSecondaryEnabledEvent>(r)),
+        #[cfg(feature = "all-events")] 194 => return Some(x::decode_struct_object::<VmSecondaryStartedEvent>(r)),
+        #[cfg(feature = "all-events")] 195 => return Some(x::decode_struct_object::<VmShutdownOnIsolationEvent>(r)),
+        #[cfg(feature = "all-faults")] 197 => return Some(x::decode_struct_object::<VmSmpFaultToleranceTooManyVMsOnHost>(r)),
+        198 => return Some(x::decode_struct_object::<VmSnapshotFileInfo>(r)),
+        199 => return Some(x::decode_struct_object::<VmSnapshotFileQuery>(r)),
+        #[cfg(feature = "all-events")] 200 => return Some(x::decode_struct_object::<VmStartRecordingEvent>(r)),
+        #[cfg(feature = "all-events")] 201 => return Some(x::decode_struct_object::<VmStartReplayingEvent>(r)),
+        #[cfg(feature = "all-events")] 202 => return Some(x::decode_struct_object::<VmStartingEvent>(r)),
+        #[cfg(feature = "all-events")] 203 => return Some(x::decode_struct_object::<VmStartingSecondaryEvent>(r)),
+        #[cfg(feature = "all-events")] 204 => return Some(x::decode_struct_object::<VmStaticMacConflictEvent>(r)),
+        #[cfg(feature = "all-events")] 205 => return Some(x::decode_struct_object::<VmStoppingEvent>(r)),
+        #[cfg(feature = "all-events")] 206 => return Some(x::decode_struct_object::<VmSuspendedEvent>(r)),
+        #[cfg(feature = "all-events")] 207 => return Some(x::decode_struct_object::<VmSuspendingEvent>(r)),
+        #[cfg(feature = "all-events")] 208 => return Some(x::decode_struct_object::<VmTimedoutStartingSecondaryEvent>(r)),
+        209 => return Some(x::decode_struct_object::<VmToVmGroupsAntiAffinity>(r)),
+        #[cfg(feature = "all-faults")] 210 => return Some(x::decode_struct_object::<VmToolsUpgradeFault>(r)),
+        #[cfg(feature = "all-events")] 211 => return Some(x::decode_struct_object::<VmUnsupportedStartingEvent>(r)),
+        #[cfg(feature = "all-events")] 212 => return Some(x::decode_struct_object::<VmUpgradeCompleteEvent>(r)),
+        #[cfg(feature = "all-events")] 213 => return Some(x::decode_struct_object::<VmUpgradeFailedEvent>(r)),
+        #[cfg(feature = "all-events")] 214 => return Some(x::decode_struct_object::<VmUpgradingEvent>(r)),
+        #[cfg(feature = "all-events")] 215 => return Some(x::decode_struct_object::<VmUuidAssignedEvent>(r)),
+        #[cfg(feature = "all-events")] 216 => return Some(x::decode_struct_object::<VmUuidChangedEvent>(r)),
+        #[cfg(feature = "all-events")] 217 => return Some(x::decode_struct_object::<VmUuidConflictEvent>(r)),
+        #[cfg(feature = "all-faults")] 218 => return Some(x::decode_struct_object::<VmValidateMaxDevice>(r)),
+        219 => return Some(x::decode_struct_object::<VmVmAffinity>(r)),
+        220 => return Some(x::decode_struct_object::<VmVmAntiAffinity>(r)),
+        #[cfg(feature = "all-events")] 221 => return Some(x::decode_struct_object::<VmVnicPoolReservationViolationClearEvent>(r)),
+        #[cfg(feature = "all-events")] 222 => return Some(x::decode_struct_object::<VmVnicPoolReservationViolationRaiseEvent>(r)),
+        #[cfg(feature = "all-events")] 223 => return Some(x::decode_struct_object::<VmWwnAssignedEvent>(r)),
+        #[cfg(feature = "all-events")] 224 => return Some(x::decode_struct_object::<VmWwnChangedEvent>(r)),
+        #[cfg(feature = "all-faults")] 225 => return Some(x::decode_struct_object::<VmWwnConflict>(r)),
+        #[cfg(feature = "all-events")] 226 => return Some(x::decode_struct_object::<VmWwnConflictEvent>(r)),
+        #[cfg(feature = "all-faults")] 227 => return Some(x::decode_struct_object::<VmfsAlreadyMounted>(r)),
+        #[cfg(feature = "all-faults")] 228 => return Some(x::decode_struct_object::<VmfsAmbiguousMount>(r)),
+        #[cfg(feature = "admin")] 229 => return Some(x::decode_struct_object::<VmfsConfigOption>(r)),
+        230 => return Some(x::decode_struct_object::<VmfsDatastoreAllExtentOption>(r)),
+        231 => return Some(x::decode_struct_object::<VmfsDatastoreBaseOption>(r)),
+        232 => return Some(x::decode_struct_object::<VmfsDatastoreCreateSpec>(r)),
+        233 => return Some(x::decode_struct_object::<VmfsDatastoreExpandSpec>(r)),
+        234 => return Some(x::decode_struct_object::<VmfsDatastoreExtendSpec>(r)),
+        235 => return Some(x::decode_struct_object::<VmfsDatastoreInfo>(r)),
+        236 => return Some(x::decode_struct_object::<VmfsDatastoreMultipleExtentOption>(r)),
+        237 => return Some(x::decode_struct_object::<VmfsDatastoreOption>(r)),
+        238 => return Some(x::decode_struct_object::<VmfsDatastoreSingleExtentOption>(r)),
+        239 => return Some(x::decode_struct_object::<VmfsDatastoreSpec>(r)),
+        #[cfg(feature = "all-faults")] 240 => return Some(x::decode_struct_object::<VmfsMountFault>(r)),
+        241 => return Some(x::decode_struct_object::<VmfsUnmapBandwidthSpec>(r)),
+        #[cfg(feature = "all-faults")] 242 => return Some(x::decode_struct_object::<VmotionInterfaceNotEnabled>(r)),
+        243 => return Some(x::decode_struct_object::<VmwareDistributedVirtualSwitchDpuFailoverPolicy>(r)),
+        244 => return Some(x::decode_struct_object::<VmwareDistributedVirtualSwitchNetworkOffloadConfig>(r)),
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualSerialPortEndPoint(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v), Err(e) => return Some(Err(e)) },
+        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasBeingResetEventReasonCode(v), Err(e) => return Some(Err(e)) },
+        110 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedStartingSecondaryEventFailureReason(v), Err(e) => return Some(Err(e)) },
+        121 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceConfigIssueReasonForIssue(v), Err(e) => return Some(Err(e)) },
+        124 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceInvalidFileBackingDeviceType(v), Err(e) => return Some(Err(e)) },
+        161 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPlacementPolicyVmPlacementPolicyStrictness(v), Err(e) => return Some(Err(e)) },
+        162 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPlacementPolicyVmPlacementPolicyTopology(v), Err(e) => return Some(Err(e)) },
+        196 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmShutdownOnIsolationEventOperation(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    VirtualMachineCertThumbprintHashAlgorithm(Box<VirtualMachineCertThumbprintHashAlgorithm>),
-    VirtualMachineCloneSpec(Box<VirtualMachineCloneSpec>),
-    VirtualMachineCloneSpecTpmProvisionPolicy(Box<VirtualMachineCloneSpecTpmProvisionPolicy>),
-    VirtualMachineConfigInfo(Box<VirtualMachineConfigInfo>),
-    VirtualMachineConfigInfoDatastoreUrlPair(Box<VirtualMachineConfigInfoDatastoreUrlPair>),
-    VirtualMachineConfigInfoNpivWwnType(Box<VirtualMachineConfigInfoNpivWwnType>),
-    VirtualMachineConfigInfoOverheadInfo(Box<VirtualMachineConfigInfoOverheadInfo>),
-    VirtualMachineConfigInfoSwapPlacementType(Box<VirtualMachineConfigInfoSwapPlacementType>),
-    VirtualMachineConfigOption(Box<VirtualMachineConfigOption>),
-    VirtualMachineConfigOptionDescriptor(Box<VirtualMachineConfigOptionDescriptor>),
-    VirtualMachineConfigSpec(Box<VirtualMachineConfigSpec>),
-    VirtualMachineConfigSpecEncryptedFtModes(Box<VirtualMachineConfigSpecEncryptedFtModes>),
-    VirtualMachineConfigSpecEncryptedVMotionModes(Box<VirtualMachineConfigSpecEncryptedVMotionModes>),
-    VirtualMachineConfigSpecNpivWwnOp(Box<VirtualMachineConfigSpecNpivWwnOp>),
-    VirtualMachineConfigSummary(Box<VirtualMachineConfigSummary>),
-    VirtualMachineConnection(Box<VirtualMachineConnection>),
-    VirtualMachineConnectionState(Box<VirtualMachineConnectionState>),
-    VirtualMachineConsolePreferences(Box<VirtualMachineConsolePreferences>),
-    VirtualMachineContentLibraryItemInfo(Box<VirtualMachineContentLibraryItemInfo>),
-    VirtualMachineCpuIdInfoSpec(Box<VirtualMachineCpuIdInfoSpec>),
-    VirtualMachineCryptoState(Box<VirtualMachineCryptoState>),
-    VirtualMachineDatastoreInfo(Box<VirtualMachineDatastoreInfo>),
-    VirtualMachineDatastoreVolumeOption(Box<VirtualMachineDatastoreVolumeOption>),
-    VirtualMachineDefaultPowerOpInfo(Box<VirtualMachineDefaultPowerOpInfo>),
-    VirtualMachineDefaultProfileSpec(Box<VirtualMachineDefaultProfileSpec>),
-    VirtualMachineDefinedProfileSpec(Box<VirtualMachineDefinedProfileSpec>),
-    VirtualMachineDeviceRuntimeInfo(Box<VirtualMachineDeviceRuntimeInfo>),
-    VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(Box<VirtualMachineDeviceRuntimeInfoDeviceRuntimeState>),
-    VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(Box<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState>),
-    VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(Box<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther>),
-    VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(Box<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm>),
-    VirtualMachineDiskDeviceInfo(Box<VirtualMachineDiskDeviceInfo>),
-    VirtualMachineDisplayTopology(Box<VirtualMachineDisplayTopology>),
-    VirtualMachineDvxClassInfo(Box<VirtualMachineDvxClassInfo>),
-    VirtualMachineDynamicPassthroughInfo(Box<VirtualMachineDynamicPassthroughInfo>),
-    VirtualMachineEmptyIndependentFilterSpec(Box<VirtualMachineEmptyIndependentFilterSpec>),
-    VirtualMachineEmptyProfileSpec(Box<VirtualMachineEmptyProfileSpec>),
-    VirtualMachineFaultToleranceState(Box<VirtualMachineFaultToleranceState>),
-    VirtualMachineFaultToleranceType(Box<VirtualMachineFaultToleranceType>),
-    VirtualMachineFeatureRequirement(Box<VirtualMachineFeatureRequirement>),
-    VirtualMachineFileInfo(Box<VirtualMachineFileInfo>),
-    VirtualMachineFileLayout(Box<VirtualMachineFileLayout>),
-    VirtualMachineFileLayoutDiskLayout(Box<VirtualMachineFileLayoutDiskLayout>),
-    VirtualMachineFileLayoutEx(Box<VirtualMachineFileLayoutEx>),
-    VirtualMachineFileLayoutExDiskLayout(Box<VirtualMachineFileLayoutExDiskLayout>),
-    VirtualMachineFileLayoutExDiskUnit(Box<VirtualMachineFileLayoutExDiskUnit>),
-    VirtualMachineFileLayoutExFileInfo(Box<VirtualMachineFileLayoutExFileInfo>),
-    VirtualMachineFileLayoutExFileType(Box<VirtualMachineFileLayoutExFileType>),
-    VirtualMachineFileLayoutExSnapshotLayout(Box<VirtualMachineFileLayoutExSnapshotLayout>),
-    VirtualMachineFileLayoutSnapshotLayout(Box<VirtualMachineFileLayoutSnapshotLayout>),
-    VirtualMachineFlagInfo(Box<VirtualMachineFlagInfo>),
-    VirtualMachineFlagInfoMonitorType(Box<VirtualMachineFlagInfoMonitorType>),
-    VirtualMachineFlagInfoVirtualExecUsage(Box<VirtualMachineFlagInfoVirtualExecUsage>),
-    VirtualMachineFlagInfoVirtualMmuUsage(Box<VirtualMachineFlagInfoVirtualMmuUsage>),
+    VirtualSerialPortEndPoint(Box<VirtualSerialPortEndPoint>),
+    VirtualVmxnet3StrictLatencyConfigDisableOffload(Box<VirtualVmxnet3StrictLatencyConfigDisableOffload>),
+    VirtualVmxnet3VrdmaOptionDeviceProtocols(Box<VirtualVmxnet3VrdmaOptionDeviceProtocols>),
+    VmDasBeingResetEventReasonCode(Box<VmDasBeingResetEventReasonCode>),
+    VmFailedStartingSecondaryEventFailureReason(Box<VmFailedStartingSecondaryEventFailureReason>),
+    VmFaultToleranceConfigIssueReasonForIssue(Box<VmFaultToleranceConfigIssueReasonForIssue>),
+    VmFaultToleranceInvalidFileBackingDeviceType(Box<VmFaultToleranceInvalidFileBackingDeviceType>),
+    VmPlacementPolicyVmPlacementPolicyStrictness(Box<VmPlacementPolicyVmPlacementPolicyStrictness>),
+    VmPlacementPolicyVmPlacementPolicyTopology(Box<VmPlacementPolicyVmPlacementPolicyTopology>),
+    VmShutdownOnIsolationEventOperation(Box<VmShutdownOnIsolationEventOperation>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -552,128 +918,19 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCertThumbprintHashAlgorithm(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCloneSpec(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCloneSpecTpmProvisionPolicy(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigInfo(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigInfoDatastoreUrlPair(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigInfoNpivWwnType(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigInfoOverheadInfo(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigInfoSwapPlacementType(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigOption(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigOptionDescriptor(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigSpec(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigSpecEncryptedFtModes(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigSpecEncryptedVMotionModes(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigSpecNpivWwnOp(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConfigSummary(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConnection(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConnectionState(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineConsolePreferences(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineContentLibraryItemInfo(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCpuIdInfoSpec(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCryptoState(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDatastoreVolumeOption(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDefaultPowerOpInfo(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDefaultProfileSpec(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDefinedProfileSpec(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDeviceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDiskDeviceInfo(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDisplayTopology(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDvxClassInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineDynamicPassthroughInfo(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineEmptyIndependentFilterSpec(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineEmptyProfileSpec(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFaultToleranceState(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFaultToleranceType(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFeatureRequirement(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayout(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutDiskLayout(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutEx(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutExDiskLayout(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutExDiskUnit(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutExFileInfo(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutExFileType(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutExSnapshotLayout(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFileLayoutSnapshotLayout(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFlagInfo(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFlagInfoMonitorType(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFlagInfoVirtualExecUsage(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFlagInfoVirtualMmuUsage(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::VirtualMachineCertThumbprintHashAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineCloneSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigInfoDatastoreUrlPair(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigInfoNpivWwnType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigInfoOverheadInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigInfoSwapPlacementType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigOptionDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigSpecEncryptedFtModes(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigSpecNpivWwnOp(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConfigSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConnection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineConsolePreferences(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineContentLibraryItemInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineCpuIdInfoSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineCryptoState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDatastoreVolumeOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDefaultPowerOpInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDefaultProfileSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDefinedProfileSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDeviceRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDiskDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDisplayTopology(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDvxClassInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineDynamicPassthroughInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineEmptyIndependentFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineEmptyProfileSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFaultToleranceState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFaultToleranceType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFeatureRequirement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayoutDiskLayout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayoutEx(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayoutExDiskLayout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayoutExDiskUnit(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayoutExFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayoutExFileType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayoutExSnapshotLayout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFileLayoutSnapshotLayout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFlagInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFlagInfoMonitorType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFlagInfoVirtualExecUsage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualSerialPortEndPoint(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VmDasBeingResetEventReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VmFailedStartingSecondaryEventFailureReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VmFaultToleranceConfigIssueReasonForIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VmShutdownOnIsolationEventOperation(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -687,60 +944,16 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::VirtualMachineCertThumbprintHashAlgorithm(_) => "VirtualMachineCertThumbprintHashAlgorithm",
-            Object::VirtualMachineCloneSpec(_) => "VirtualMachineCloneSpec",
-            Object::VirtualMachineCloneSpecTpmProvisionPolicy(_) => "VirtualMachineCloneSpecTpmProvisionPolicy",
-            Object::VirtualMachineConfigInfo(_) => "VirtualMachineConfigInfo",
-            Object::VirtualMachineConfigInfoDatastoreUrlPair(_) => "VirtualMachineConfigInfoDatastoreUrlPair",
-            Object::VirtualMachineConfigInfoNpivWwnType(_) => "VirtualMachineConfigInfoNpivWwnType",
-            Object::VirtualMachineConfigInfoOverheadInfo(_) => "VirtualMachineConfigInfoOverheadInfo",
-            Object::VirtualMachineConfigInfoSwapPlacementType(_) => "VirtualMachineConfigInfoSwapPlacementType",
-            Object::VirtualMachineConfigOption(_) => "VirtualMachineConfigOption",
-            Object::VirtualMachineConfigOptionDescriptor(_) => "VirtualMachineConfigOptionDescriptor",
-            Object::VirtualMachineConfigSpec(_) => "VirtualMachineConfigSpec",
-            Object::VirtualMachineConfigSpecEncryptedFtModes(_) => "VirtualMachineConfigSpecEncryptedFtModes",
-            Object::VirtualMachineConfigSpecEncryptedVMotionModes(_) => "VirtualMachineConfigSpecEncryptedVMotionModes",
-            Object::VirtualMachineConfigSpecNpivWwnOp(_) => "VirtualMachineConfigSpecNpivWwnOp",
-            Object::VirtualMachineConfigSummary(_) => "VirtualMachineConfigSummary",
-            Object::VirtualMachineConnection(_) => "VirtualMachineConnection",
-            Object::VirtualMachineConnectionState(_) => "VirtualMachineConnectionState",
-            Object::VirtualMachineConsolePreferences(_) => "VirtualMachineConsolePreferences",
-            Object::VirtualMachineContentLibraryItemInfo(_) => "VirtualMachineContentLibraryItemInfo",
-            Object::VirtualMachineCpuIdInfoSpec(_) => "VirtualMachineCpuIdInfoSpec",
-            Object::VirtualMachineCryptoState(_) => "VirtualMachineCryptoState",
-            Object::VirtualMachineDatastoreInfo(_) => "VirtualMachineDatastoreInfo",
-            Object::VirtualMachineDatastoreVolumeOption(_) => "VirtualMachineDatastoreVolumeOption",
-            Object::VirtualMachineDefaultPowerOpInfo(_) => "VirtualMachineDefaultPowerOpInfo",
-            Object::VirtualMachineDefaultProfileSpec(_) => "VirtualMachineDefaultProfileSpec",
-            Object::VirtualMachineDefinedProfileSpec(_) => "VirtualMachineDefinedProfileSpec",
-            Object::VirtualMachineDeviceRuntimeInfo(_) => "VirtualMachineDeviceRuntimeInfo",
-            Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(_) => "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState",
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(_) => "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState",
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(_) => "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther",
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(_) => "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm",
-            Object::VirtualMachineDiskDeviceInfo(_) => "VirtualMachineDiskDeviceInfo",
-            Object::VirtualMachineDisplayTopology(_) => "VirtualMachineDisplayTopology",
-            Object::VirtualMachineDvxClassInfo(_) => "VirtualMachineDvxClassInfo",
-            Object::VirtualMachineDynamicPassthroughInfo(_) => "VirtualMachineDynamicPassthroughInfo",
-            Object::VirtualMachineEmptyIndependentFilterSpec(_) => "VirtualMachineEmptyIndependentFilterSpec",
-            Object::VirtualMachineEmptyProfileSpec(_) => "VirtualMachineEmptyProfileSpec",
-            Object::VirtualMachineFaultToleranceState(_) => "VirtualMachineFaultToleranceState",
-            Object::VirtualMachineFaultToleranceType(_) => "VirtualMachineFaultToleranceType",
-            Object::VirtualMachineFeatureRequirement(_) => "VirtualMachineFeatureRequirement",
-            Object::VirtualMachineFileInfo(_) => "VirtualMachineFileInfo",
-            Object::VirtualMachineFileLayout(_) => "VirtualMachineFileLayout",
-            Object::VirtualMachineFileLayoutDiskLayout(_) => "VirtualMachineFileLayoutDiskLayout",
-            Object::VirtualMachineFileLayoutEx(_) => "VirtualMachineFileLayoutEx",
-            Object::VirtualMachineFileLayoutExDiskLayout(_) => "VirtualMachineFileLayoutExDiskLayout",
-            Object::VirtualMachineFileLayoutExDiskUnit(_) => "VirtualMachineFileLayoutExDiskUnit",
-            Object::VirtualMachineFileLayoutExFileInfo(_) => "VirtualMachineFileLayoutExFileInfo",
-            Object::VirtualMachineFileLayoutExFileType(_) => "VirtualMachineFileLayoutExFileType",
-            Object::VirtualMachineFileLayoutExSnapshotLayout(_) => "VirtualMachineFileLayoutExSnapshotLayout",
-            Object::VirtualMachineFileLayoutSnapshotLayout(_) => "VirtualMachineFileLayoutSnapshotLayout",
-            Object::VirtualMachineFlagInfo(_) => "VirtualMachineFlagInfo",
-            Object::VirtualMachineFlagInfoMonitorType(_) => "VirtualMachineFlagInfoMonitorType",
-            Object::VirtualMachineFlagInfoVirtualExecUsage(_) => "VirtualMachineFlagInfoVirtualExecUsage",
-            Object::VirtualMachineFlagInfoVirtualMmuUsage(_) => "VirtualMachineFlagInfoVirtualMmuUsage",
+            Object::VirtualSerialPortEndPoint(_) => "VirtualSerialPortEndPoint",
+            Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(_) => "VirtualVmxnet3StrictLatencyConfigDisableOffload",
+            Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(_) => "VirtualVmxnet3VrdmaOptionDeviceProtocols",
+            Object::VmDasBeingResetEventReasonCode(_) => "VmDasBeingResetEventReasonCode",
+            Object::VmFailedStartingSecondaryEventFailureReason(_) => "VmFailedStartingSecondaryEventFailureReason",
+            Object::VmFaultToleranceConfigIssueReasonForIssue(_) => "VmFaultToleranceConfigIssueReasonForIssue",
+            Object::VmFaultToleranceInvalidFileBackingDeviceType(_) => "VmFaultToleranceInvalidFileBackingDeviceType",
+            Object::VmPlacementPolicyVmPlacementPolicyStrictness(_) => "VmPlacementPolicyVmPlacementPolicyStrictness",
+            Object::VmPlacementPolicyVmPlacementPolicyTopology(_) => "VmPlacementPolicyVmPlacementPolicyTopology",
+            Object::VmShutdownOnIsolationEventOperation(_) => "VmShutdownOnIsolationEventOperation",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -760,925 +973,177 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::VirtualMachineCertThumbprintHashAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineCloneSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigInfoDatastoreUrlPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigInfoNpivWwnType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigInfoOverheadInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigInfoSwapPlacementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigOptionDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigSpecEncryptedFtModes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigSpecNpivWwnOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConfigSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConnection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineConsolePreferences(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineContentLibraryItemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineCpuIdInfoSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineCryptoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDatastoreVolumeOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDefaultPowerOpInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDefaultProfileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDefinedProfileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDeviceRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDiskDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDisplayTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDvxClassInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineDynamicPassthroughInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineEmptyIndependentFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineEmptyProfileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFaultToleranceState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFaultToleranceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFeatureRequirement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayoutDiskLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayoutEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayoutExDiskLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayoutExDiskUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayoutExFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayoutExFileType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayoutExSnapshotLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFileLayoutSnapshotLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFlagInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFlagInfoMonitorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFlagInfoVirtualExecUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualSerialPortEndPoint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VmDasBeingResetEventReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VmFailedStartingSecondaryEventFailureReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VmFaultToleranceConfigIssueReasonForIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VmShutdownOnIsolationEventOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for VirtualMachineCertThumbprintHashAlgorithm {
+impl x::ObjectType for VirtualSerialPortEndPoint {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineCertThumbprintHashAlgorithm(value)
+        Object::VirtualSerialPortEndPoint(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCertThumbprintHashAlgorithm(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortEndPoint(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCertThumbprintHashAlgorithm(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortEndPoint(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineCloneSpec {
+impl x::ObjectType for VirtualVmxnet3StrictLatencyConfigDisableOffload {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineCloneSpec(value)
+        Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCloneSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCloneSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineCloneSpecTpmProvisionPolicy {
+impl x::ObjectType for VirtualVmxnet3VrdmaOptionDeviceProtocols {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineCloneSpecTpmProvisionPolicy(value)
+        Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineConfigInfo {
+impl x::ObjectType for VmDasBeingResetEventReasonCode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigInfo(value)
+        Object::VmDasBeingResetEventReasonCode(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VmDasBeingResetEventReasonCode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDasBeingResetEventReasonCode(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineConfigInfoDatastoreUrlPair {
+impl x::ObjectType for VmFailedStartingSecondaryEventFailureReason {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigInfoDatastoreUrlPair(value)
+        Object::VmFailedStartingSecondaryEventFailureReason(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigInfoDatastoreUrlPair(v) => Some(v), _ => None, }
+        match object { Object::VmFailedStartingSecondaryEventFailureReason(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigInfoDatastoreUrlPair(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedStartingSecondaryEventFailureReason(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineConfigInfoNpivWwnType {
+impl x::ObjectType for VmFaultToleranceConfigIssueReasonForIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigInfoNpivWwnType(value)
+        Object::VmFaultToleranceConfigIssueReasonForIssue(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigInfoNpivWwnType(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceConfigIssueReasonForIssue(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigInfoNpivWwnType(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceConfigIssueReasonForIssue(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineConfigInfoOverheadInfo {
+impl x::ObjectType for VmFaultToleranceInvalidFileBackingDeviceType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigInfoOverheadInfo(value)
+        Object::VmFaultToleranceInvalidFileBackingDeviceType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigInfoOverheadInfo(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigInfoOverheadInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineConfigInfoSwapPlacementType {
+impl x::ObjectType for VmPlacementPolicyVmPlacementPolicyStrictness {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigInfoSwapPlacementType(value)
+        Object::VmPlacementPolicyVmPlacementPolicyStrictness(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigInfoSwapPlacementType(v) => Some(v), _ => None, }
+        match object { Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigInfoSwapPlacementType(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineConfigOption {
+impl x::ObjectType for VmPlacementPolicyVmPlacementPolicyTopology {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigOption(value)
+        Object::VmPlacementPolicyVmPlacementPolicyTopology(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigOption(v) => Some(v), _ => None, }
+        match object { Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineConfigOptionDescriptor {
+impl x::ObjectType for VmShutdownOnIsolationEventOperation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigOptionDescriptor(value)
+        Object::VmShutdownOnIsolationEventOperation(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigOptionDescriptor(v) => Some(v), _ => None, }
+        match object { Object::VmShutdownOnIsolationEventOperation(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigOptionDescriptor(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigSpec(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigSpec(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineConfigSpecEncryptedFtModes {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigSpecEncryptedFtModes(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigSpecEncryptedFtModes(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigSpecEncryptedFtModes(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineConfigSpecEncryptedVMotionModes {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigSpecEncryptedVMotionModes(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineConfigSpecNpivWwnOp {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigSpecNpivWwnOp(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigSpecNpivWwnOp(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigSpecNpivWwnOp(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineConfigSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConfigSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConfigSummary(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConfigSummary(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineConnection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConnection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConnection(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConnection(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineConnectionState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConnectionState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConnectionState(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConnectionState(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineConsolePreferences {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineConsolePreferences(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineConsolePreferences(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineConsolePreferences(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineContentLibraryItemInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineContentLibraryItemInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineContentLibraryItemInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineContentLibraryItemInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineCpuIdInfoSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineCpuIdInfoSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCpuIdInfoSpec(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCpuIdInfoSpec(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineCryptoState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineCryptoState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCryptoState(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCryptoState(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDatastoreInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDatastoreInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDatastoreInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDatastoreInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDatastoreVolumeOption {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDatastoreVolumeOption(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDatastoreVolumeOption(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDatastoreVolumeOption(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDefaultPowerOpInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDefaultPowerOpInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDefaultPowerOpInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDefaultPowerOpInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDefaultProfileSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDefaultProfileSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDefaultProfileSpec(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDefaultProfileSpec(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDefinedProfileSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDefinedProfileSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDefinedProfileSpec(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDefinedProfileSpec(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDeviceRuntimeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDeviceRuntimeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDeviceRuntimeInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDeviceRuntimeInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDiskDeviceInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDiskDeviceInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDiskDeviceInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDiskDeviceInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDisplayTopology {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDisplayTopology(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDisplayTopology(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDisplayTopology(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDvxClassInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDvxClassInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDvxClassInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDvxClassInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineDynamicPassthroughInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineDynamicPassthroughInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineDynamicPassthroughInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineDynamicPassthroughInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineEmptyIndependentFilterSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineEmptyIndependentFilterSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineEmptyIndependentFilterSpec(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineEmptyIndependentFilterSpec(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineEmptyProfileSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineEmptyProfileSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineEmptyProfileSpec(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineEmptyProfileSpec(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFaultToleranceState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFaultToleranceState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFaultToleranceState(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFaultToleranceState(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFaultToleranceType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFaultToleranceType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFaultToleranceType(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFaultToleranceType(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFeatureRequirement {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFeatureRequirement(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFeatureRequirement(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFeatureRequirement(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayout {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayout(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayout(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayout(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayoutDiskLayout {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayoutDiskLayout(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayoutDiskLayout(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayoutDiskLayout(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayoutEx {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayoutEx(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayoutEx(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayoutEx(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayoutExDiskLayout {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayoutExDiskLayout(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayoutExDiskLayout(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayoutExDiskLayout(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayoutExDiskUnit {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayoutExDiskUnit(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayoutExDiskUnit(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayoutExDiskUnit(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayoutExFileInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayoutExFileInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayoutExFileInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayoutExFileInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayoutExFileType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayoutExFileType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayoutExFileType(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayoutExFileType(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayoutExSnapshotLayout {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayoutExSnapshotLayout(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayoutExSnapshotLayout(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayoutExSnapshotLayout(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFileLayoutSnapshotLayout {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFileLayoutSnapshotLayout(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFileLayoutSnapshotLayout(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFileLayoutSnapshotLayout(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFlagInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFlagInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFlagInfo(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFlagInfo(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFlagInfoMonitorType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFlagInfoMonitorType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFlagInfoMonitorType(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFlagInfoMonitorType(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFlagInfoVirtualExecUsage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFlagInfoVirtualExecUsage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFlagInfoVirtualExecUsage(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFlagInfoVirtualExecUsage(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineFlagInfoVirtualMmuUsage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFlagInfoVirtualMmuUsage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => Ok(v), other => Err(other), }
+        match object { Object::VmShutdownOnIsolationEventOperation(v) => Ok(v), other => Err(other), }
     }
 }

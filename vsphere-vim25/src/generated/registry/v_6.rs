@@ -6,521 +6,402 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1f30a18), x::Name(0x1fc7f18), 0, 0), // VirtualMachineFloppyInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f3231c), x::Name(0xbb9c0b), 0, 4), // VirtualMachineForkConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f34025), 0, 3), // VirtualMachineForkConfigInfoChildType
-        x::TypeEntry::enumeration(x::Name(0x1f3661f), 3, 2), // VirtualMachineGuestArchitecture
-        x::TypeEntry::structure(x::Name(0x1f38620), x::Name(0xbb9c0b), 4, 1), // VirtualMachineGuestIntegrityInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f3a725), x::Name(0xbb9c0b), 5, 2), // VirtualMachineGuestMonitoringModeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f3cd1b), 5, 6), // VirtualMachineGuestOsFamily
-        x::TypeEntry::enumeration(x::Name(0x1f3e91f), 11, 211), // VirtualMachineGuestOsIdentifier
-        x::TypeEntry::structure(x::Name(0x1f4091e), x::Name(0xbb9c0b), 7, 1), // VirtualMachineGuestQuiesceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f4281f), x::Name(0xbb9c0b), 8, 3), // VirtualMachineGuestRebootStatus: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f44818), 222, 6), // VirtualMachineGuestState
-        x::TypeEntry::structure(x::Name(0x1f4611a), x::Name(0xbb9c0b), 11, 9), // VirtualMachineGuestSummary: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f47c17), 228, 3), // VirtualMachineHtSharing
-        x::TypeEntry::structure(x::Name(0x1f4941f), x::Name(0x1f0111c), 20, 1), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineDiskDeviceInfo
-        x::TypeEntry::structure(x::Name(0x1f4b428), x::Name(0xbb9c0b), 21, 2), // VirtualMachineIdeDiskDevicePartitionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f4dd18), x::Name(0x125360a), 23, 2), // VirtualMachineImportSpec: ImportSpec
-        x::TypeEntry::structure(x::Name(0x1f4f623), x::Name(0x1e9ba27), 25, 3), // VirtualMachineIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::structure(x::Name(0x1f51a1e), x::Name(0xbb9c0b), 28, 4), // VirtualMachineInstantCloneSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f53925), x::Name(0xbb9c0b), 32, 1), // VirtualMachineLegacyNetworkSwitchInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f55f24), 231, 3), // VirtualMachineMemoryAllocationPolicy
-        x::TypeEntry::structure(x::Name(0x1f58423), x::Name(0xbb9c0b), 33, 4), // VirtualMachineMemoryReservationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5a823), x::Name(0xbb9c0b), 37, 2), // VirtualMachineMemoryReservationSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5cc15), x::Name(0xbb9c0b), 39, 3), // VirtualMachineMessage: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5e227), x::Name(0xbb9c0b), 42, 2), // VirtualMachineMetadataManagerVmMetadata: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f60a2c), x::Name(0xbb9c0b), 44, 2), // VirtualMachineMetadataManagerVmMetadataInput: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f63729), 234, 2), // VirtualMachineMetadataManagerVmMetadataOp
-        x::TypeEntry::structure(x::Name(0x1f6612c), x::Name(0xbb9c0b), 46, 1), // VirtualMachineMetadataManagerVmMetadataOwner: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f68e31), 236, 1), // VirtualMachineMetadataManagerVmMetadataOwnerOwner
-        x::TypeEntry::structure(x::Name(0x1f6c02d), x::Name(0xbb9c0b), 47, 2), // VirtualMachineMetadataManagerVmMetadataResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f6ee1b), x::Name(0x1ed6918), 49, 0), // VirtualMachineMksConnection: VirtualMachineConnection
-        x::TypeEntry::structure(x::Name(0x1f70a17), x::Name(0xbb9c0b), 49, 5), // VirtualMachineMksTicket: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f7221a), 237, 3), // VirtualMachineMovePriority
-        x::TypeEntry::enumeration(x::Name(0x1f73d21), 240, 7), // VirtualMachineNeedSecondaryReason
-        x::TypeEntry::structure(x::Name(0x1f75f19), x::Name(0x1fc7f18), 54, 2), // VirtualMachineNetworkInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f7791f), x::Name(0xbb9c0b), 56, 4), // VirtualMachineNetworkShaperInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f7991a), x::Name(0x1fc7f18), 60, 0), // VirtualMachineParallelInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f7b420), x::Name(0x1fc7f18), 60, 2), // VirtualMachinePciPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f7d529), x::Name(0x1fc7f18), 62, 1), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::enumeration(x::Name(0x1f7ff1e), 247, 4), // VirtualMachinePowerOffBehavior
-        x::TypeEntry::enumeration(x::Name(0x1f81e19), 251, 3), // VirtualMachinePowerOpType
-        x::TypeEntry::enumeration(x::Name(0x1f83818), 254, 3), // VirtualMachinePowerState
-        x::TypeEntry::structure(x::Name(0x1f85120), x::Name(0x1fc7f18), 63, 1), // VirtualMachinePrecisionClockInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f8721c), x::Name(0xbb9c0b), 64, 2), // VirtualMachineProfileDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f88f2e), x::Name(0xbb9c0b), 66, 2), // VirtualMachineProfileDetailsDiskProfileDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8be1c), x::Name(0xbb9c0b), 68, 2), // VirtualMachineProfileRawData: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8db19), x::Name(0xbb9c0b), 70, 0), // VirtualMachineProfileSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8f51e), x::Name(0xbb9c0b), 70, 2), // VirtualMachinePropertyRelation: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f9141a), x::Name(0xbb9c0b), 72, 4), // VirtualMachineQuestionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f92f18), x::Name(0xbb9c0b), 76, 24), // VirtualMachineQuickStats: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f94827), x::Name(0xbb9c0b), 100, 2), // VirtualMachineQuickStatsMemoryTierStats: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f9701f), 257, 3), // VirtualMachineRecordReplayState
-        x::TypeEntry::enumeration(x::Name(0x1f99025), 260, 5), // VirtualMachineRelocateDiskMoveOptions
-        x::TypeEntry::structure(x::Name(0x1f9b61a), x::Name(0xbb9c0b), 102, 13), // VirtualMachineRelocateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f9d125), x::Name(0xbb9c0b), 115, 7), // VirtualMachineRelocateSpecDiskLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f9f730), x::Name(0xbb9c0b), 122, 2), // VirtualMachineRelocateSpecDiskLocatorBackingSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1fa2824), 265, 2), // VirtualMachineRelocateTransformation
+        x::TypeEntry::enumeration(x::Name(0x220b82b), 0, 3), // VmwareDistributedVirtualSwitchPvlanPortType
+        x::TypeEntry::structure(x::Name(0x220e427), x::Name(0x221c226), 0, 1), // VmwareDistributedVirtualSwitchPvlanSpec: VmwareDistributedVirtualSwitchVlanSpec
+        x::TypeEntry::structure(x::Name(0x2210c2c), x::Name(0xbb9c0b), 1, 2), // VmwareDistributedVirtualSwitchRealTimeConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x2213933), x::Name(0xbb9c0b), 3, 2), // VmwareDistributedVirtualSwitchRealTimeLanAnnotation: DynamicData
+        x::TypeEntry::structure(x::Name(0x2216d2b), x::Name(0x221c226), 5, 1), // VmwareDistributedVirtualSwitchTrunkVlanSpec: VmwareDistributedVirtualSwitchVlanSpec
+        x::TypeEntry::structure(x::Name(0x2219928), x::Name(0x221c226), 6, 1), // VmwareDistributedVirtualSwitchVlanIdSpec: VmwareDistributedVirtualSwitchVlanSpec
+        x::TypeEntry::structure(x::Name(0x221c226), x::Name(0x127c311), 7, 0), // VmwareDistributedVirtualSwitchVlanSpec: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x221e91d), x::Name(0x127c311), 7, 6), // VmwareUplinkPortTeamingPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x2220710), x::Name(0xbb9c0b), 13, 2), // VnicPortArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0x2221811), x::Name(0x893612), 15, 0), // VolumeEditorError: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x2222a10), x::Name(0x1508f11), 15, 1), // VramLimitLicense: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x2223b15), x::Name(0xbb9c0b), 16, 4), // VsanClusterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2225124), x::Name(0xbb9c0b), 20, 3), // VsanClusterConfigInfoHostDefaultInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2227615), x::Name(0xbb9c0b), 23, 1), // VsanClusterCoreConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x2228c19), x::Name(0xbb9c0b), 24, 1), // VsanClusterCoreConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x222a617), x::Name(0x614019), 25, 2), // VsanClusterUuidMismatch: CannotMoveVsanEnabledHost
+        x::TypeEntry::structure(x::Name(0x222be11), x::Name(0x98340d), 27, 2), // VsanDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x222d00d), x::Name(0x222f009), 29, 1), // VsanDiskFault: VsanFault
+        x::TypeEntry::enumeration(x::Name(0x222de11), 3, 3), // VsanDiskIssueType
+        x::TypeEntry::structure(x::Name(0x222f009), x::Name(0x1d94808), 30, 0), // VsanFault: VimFault
+        x::TypeEntry::structure(x::Name(0x222fa15), x::Name(0xbb9c0b), 30, 5), // VsanHostClusterStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x223101a), x::Name(0xbb9c0b), 35, 2), // VsanHostClusterStatusState: DynamicData
+        x::TypeEntry::structure(x::Name(0x2232b2c), x::Name(0xbb9c0b), 37, 2), // VsanHostClusterStatusStateCompletionEstimate: DynamicData
+        x::TypeEntry::structure(x::Name(0x2235812), x::Name(0xbb9c0b), 39, 8), // VsanHostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2236b1d), x::Name(0xbb9c0b), 47, 2), // VsanHostConfigInfoClusterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x223891d), x::Name(0xbb9c0b), 49, 1), // VsanHostConfigInfoNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x223a727), x::Name(0xbb9c0b), 50, 2), // VsanHostConfigInfoNetworkInfoPortConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x223cf1d), x::Name(0xbb9c0b), 52, 4), // VsanHostConfigInfoStorageInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x223ed18), x::Name(0xbb9c0b), 56, 1), // VsanHostDecommissionMode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x2240624), 6, 3), // VsanHostDecommissionModeObjectAction
+        x::TypeEntry::structure(x::Name(0x2242b13), x::Name(0xbb9c0b), 57, 2), // VsanHostDiskMapInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2243f15), x::Name(0xbb9c0b), 59, 3), // VsanHostDiskMapResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x2245513), x::Name(0xbb9c0b), 62, 2), // VsanHostDiskMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x2246912), x::Name(0xbb9c0b), 64, 5), // VsanHostDiskResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x2247c17), 9, 3), // VsanHostDiskResultState
+        x::TypeEntry::structure(x::Name(0x2249417), x::Name(0xbb9c0b), 69, 1), // VsanHostFaultDomainInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x224ac13), 12, 3), // VsanHostHealthState
+        x::TypeEntry::structure(x::Name(0x224c010), x::Name(0xbb9c0b), 70, 2), // VsanHostIpConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x224d116), x::Name(0xbb9c0b), 72, 2), // VsanHostMembershipInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x224e811), 15, 10), // VsanHostNodeState
+        x::TypeEntry::structure(x::Name(0x224fa13), x::Name(0xbb9c0b), 74, 3), // VsanHostRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2250e1c), x::Name(0xbb9c0b), 77, 2), // VsanHostRuntimeInfoDiskIssue: DynamicData
+        x::TypeEntry::structure(x::Name(0x2252b14), x::Name(0xbb9c0b), 79, 2), // VsanHostVsanDiskInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x225401b), x::Name(0x222d00d), 81, 0), // VsanIncompatibleDiskMapping: VsanDiskFault
+        x::TypeEntry::structure(x::Name(0x2255c12), x::Name(0xbb9c0b), 81, 2), // VsanNewPolicyBatch: DynamicData
+        x::TypeEntry::structure(x::Name(0x2256f15), x::Name(0xbb9c0b), 83, 2), // VsanPolicyChangeBatch: DynamicData
+        x::TypeEntry::structure(x::Name(0x225850e), x::Name(0xbb9c0b), 85, 8), // VsanPolicyCost: DynamicData
+        x::TypeEntry::structure(x::Name(0x2259418), x::Name(0xbb9c0b), 93, 4), // VsanPolicySatisfiability: DynamicData
+        x::TypeEntry::structure(x::Name(0x225ad1f), x::Name(0x226c824), 97, 1), // VsanUpgradeSystemAPIBrokenIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x225cd2d), x::Name(0x226c824), 98, 1), // VsanUpgradeSystemAutoClaimEnabledOnHostsIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x225fb27), x::Name(0x226c824), 99, 1), // VsanUpgradeSystemHostsDisconnectedIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x226232b), x::Name(0x226c824), 100, 1), // VsanUpgradeSystemMissingHostsInClusterIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x2264f25), x::Name(0xbb9c0b), 101, 1), // VsanUpgradeSystemNetworkPartitionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2267526), x::Name(0x226c824), 102, 1), // VsanUpgradeSystemNetworkPartitionIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x2269c2b), x::Name(0x226c824), 103, 1), // VsanUpgradeSystemNotEnoughFreeCapacityIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x226c824), x::Name(0xbb9c0b), 104, 1), // VsanUpgradeSystemPreflightCheckIssue: DynamicData
+        x::TypeEntry::structure(x::Name(0x226ed25), x::Name(0xbb9c0b), 105, 2), // VsanUpgradeSystemPreflightCheckResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x2271329), x::Name(0x226c824), 107, 1), // VsanUpgradeSystemRogueHostsInClusterIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x2273d2a), x::Name(0x2279723), 108, 2), // VsanUpgradeSystemUpgradeHistoryDiskGroupOp: VsanUpgradeSystemUpgradeHistoryItem
+        x::TypeEntry::enumeration(x::Name(0x227682e), 25, 2), // VsanUpgradeSystemUpgradeHistoryDiskGroupOpType
+        x::TypeEntry::structure(x::Name(0x2279723), x::Name(0xbb9c0b), 110, 4), // VsanUpgradeSystemUpgradeHistoryItem: DynamicData
+        x::TypeEntry::structure(x::Name(0x227bb2c), x::Name(0x2279723), 114, 1), // VsanUpgradeSystemUpgradeHistoryPreflightFail: VsanUpgradeSystemUpgradeHistoryItem
+        x::TypeEntry::structure(x::Name(0x227e81e), x::Name(0xbb9c0b), 115, 5), // VsanUpgradeSystemUpgradeStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x2280735), x::Name(0x226c824), 120, 1), // VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x2283d25), x::Name(0x226c824), 121, 1), // VsanUpgradeSystemWrongEsxVersionIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::structure(x::Name(0x228630d), x::Name(0x228e40f), 122, 3), // VslmCloneSpec: VslmMigrateSpec
+        x::TypeEntry::structure(x::Name(0x228710e), x::Name(0xbb9c0b), 125, 8), // VslmCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x2288019), x::Name(0xbb9c0b), 133, 2), // VslmCreateSpecBackingSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x2289a21), x::Name(0x2288019), 135, 1), // VslmCreateSpecDiskFileBackingSpec: VslmCreateSpecBackingSpec
+        x::TypeEntry::structure(x::Name(0x228bc27), x::Name(0x2288019), 136, 2), // VslmCreateSpecRawDiskMappingBackingSpec: VslmCreateSpecBackingSpec
+        x::TypeEntry::structure(x::Name(0x228e40f), x::Name(0xbb9c0b), 138, 5), // VslmMigrateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x228f410), x::Name(0x228e40f), 143, 0), // VslmRelocateSpec: VslmMigrateSpec
+        x::TypeEntry::structure(x::Name(0x229050c), x::Name(0xbb9c0b), 143, 2), // VslmTagEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x229122a), 27, 3), // VslmVsoPostRelocateChangeMetadataOperation
+        x::TypeEntry::structure(x::Name(0x2293d15), x::Name(0xb4eb08), 145, 3), // VspanDestPortConflict: DvsFault
+        x::TypeEntry::structure(x::Name(0x2295311), x::Name(0xb4eb08), 148, 3), // VspanPortConflict: DvsFault
+        x::TypeEntry::structure(x::Name(0x2296512), x::Name(0xb4eb08), 151, 3), // VspanPortMoveFault: DvsFault
+        x::TypeEntry::structure(x::Name(0x229781b), x::Name(0xb4eb08), 154, 1), // VspanPortPromiscChangeFault: DvsFault
+        x::TypeEntry::structure(x::Name(0x2299420), x::Name(0xb4eb08), 155, 1), // VspanPortgroupPromiscChangeFault: DvsFault
+        x::TypeEntry::structure(x::Name(0x229b51d), x::Name(0xb4eb08), 156, 1), // VspanPortgroupTypeChangeFault: DvsFault
+        x::TypeEntry::structure(x::Name(0x229d320), x::Name(0xb4eb08), 157, 2), // VspanPromiscuousPortNotSupported: DvsFault
+        x::TypeEntry::structure(x::Name(0x229f41c), x::Name(0xb4eb08), 159, 2), // VspanSameSessionPortConflict: DvsFault
+        x::TypeEntry::request(x::Name(0x22a1135), 161, 6), // VstorageObjectVCenterQueryChangedDiskAreasRequestType
+        x::TypeEntry::structure(x::Name(0x22a4711), x::Name(0x98340d), 167, 1), // VvolDatastoreInfo: DatastoreInfo
     ],
     decode,
     fields: &[
-        x::FieldEntry::optional(x::Name(0x2f0320d), x::Name(0x2405e07)), // parentEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2489d10), x::Name(0x3344606)), // childForkGroupId: string
-        x::FieldEntry::optional(x::Name(0x2f04011), x::Name(0x3344606)), // parentForkGroupId: string
-        x::FieldEntry::optional(x::Name(0x248c009), x::Name(0x3344606)), // childType: string
+        x::FieldEntry::required(x::Name(0x3044307), x::Name(0x2a94603)), // pvlanId: int
+        x::FieldEntry::optional(x::Name(0x232e207), x::Name(0x2405e07)), // allowed: boolean
+        x::FieldEntry::optional(x::Name(0x2b6dd0d), x::Name(0x2213933)), // lanAnnotation: VmwareDistributedVirtualSwitchRealTimeLanAnnotation
+        x::FieldEntry::repeated(x::Name(0x2b6d20a), x::Name(0x3344606)), // lanAUplink: string
+        x::FieldEntry::repeated(x::Name(0x2b6eb0a), x::Name(0x3344606)), // lanBUplink: string
+        x::FieldEntry::repeated(x::Name(0x35ad506), x::Name(0x153380c)), // vlanId: NumericRange
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x1b13c0c)), // policy: StringPolicy
+        x::FieldEntry::optional(x::Name(0x315020d), x::Name(0x5c340a)), // reversePolicy: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x2dc450e), x::Name(0x5c340a)), // notifySwitches: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x316b90c), x::Name(0x5c340a)), // rollingOrder: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x286400f), x::Name(0x906c12)), // failureCriteria: DVSFailureCriteria
+        x::FieldEntry::optional(x::Name(0x34c9e0f), x::Name(0x1d31f1b)), // uplinkPortOrder: VMwareUplinkPortOrderPolicy
+        x::FieldEntry::required(x::Name(0x3663404), x::Name(0x3344606)), // vnic: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0xaffc26)), // port: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::required(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
         x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2920a07), x::Name(0x3344606)), // gmmFile: string
-        x::FieldEntry::optional(x::Name(0x291fd0c), x::Name(0x3344606)), // gmmAppliance: string
-        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
-        x::FieldEntry::required(x::Name(0x307740f), x::Name(0x2405e07)), // rebootRequested: boolean
-        x::FieldEntry::repeated(x::Name(0x30fff14), x::Name(0x3344606)), // requestingComponents: string
-        x::FieldEntry::optional(x::Name(0x30f6510), x::Name(0x2607608)), // requestTimestamp: dateTime
-        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
-        x::FieldEntry::optional(x::Name(0x342670b), x::Name(0x1fd2f19)), // toolsStatus: VirtualMachineToolsStatus
-        x::FieldEntry::optional(x::Name(0x342c612), x::Name(0x3344606)), // toolsVersionStatus: string
-        x::FieldEntry::optional(x::Name(0x342d913), x::Name(0x3344606)), // toolsVersionStatus2: string
-        x::FieldEntry::optional(x::Name(0x3425412), x::Name(0x3344606)), // toolsRunningStatus: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
-        x::FieldEntry::repeated(x::Name(0x2f1340e), x::Name(0x1f4b428)), // partitionTable: VirtualMachineIdeDiskDevicePartitionInfo
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
-        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x310f50d), x::Name(0x13ff016)), // resPoolEntity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x28ac20a), x::Name(0x3344606)), // filterName: string
-        x::FieldEntry::optional(x::Name(0x28a7f0b), x::Name(0x3344606)), // filterClass: string
-        x::FieldEntry::repeated(x::Name(0x28a6c12), x::Name(0x134dd08)), // filterCapabilities: KeyValue
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x1f9b61a)), // location: VirtualMachineRelocateSpec
-        x::FieldEntry::repeated(x::Name(0x24ea506), x::Name(0x156630b)), // config: OptionValue
-        x::FieldEntry::optional(x::Name(0x23f7b08), x::Name(0x3344606)), // biosUuid: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x358e311), x::Name(0x2be5304)), // virtualMachineMin: long
-        x::FieldEntry::required(x::Name(0x358d111), x::Name(0x2be5304)), // virtualMachineMax: long
-        x::FieldEntry::required(x::Name(0x3592816), x::Name(0x2be5304)), // virtualMachineReserved: long
-        x::FieldEntry::required(x::Name(0x2323b10), x::Name(0x3344606)), // allocationPolicy: string
-        x::FieldEntry::optional(x::Name(0x3592816), x::Name(0x2be5304)), // virtualMachineReserved: long
-        x::FieldEntry::optional(x::Name(0x2323b10), x::Name(0x3344606)), // allocationPolicy: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::repeated(x::Name(0x2364008), x::Name(0x234a207)), // argument: anyType
-        x::FieldEntry::optional(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
-        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
-        x::FieldEntry::optional(x::Name(0x2ca1008), x::Name(0x3344606)), // metadata: string
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::required(x::Name(0x35e460a), x::Name(0x1f5e227)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x35e460a), x::Name(0x1f5e227)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
+        x::FieldEntry::optional(x::Name(0x262a40d), x::Name(0x2225124)), // defaultConfig: VsanClusterConfigInfoHostDefaultInfo
+        x::FieldEntry::optional(x::Name(0x368220e), x::Name(0x2405e07)), // vsanEsaEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x367d918), x::Name(0x2405e07)), // vsanCyberRecoveryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x239ea10), x::Name(0x2405e07)), // autoClaimStorage: boolean
+        x::FieldEntry::optional(x::Name(0x2485b0f), x::Name(0x2405e07)), // checksumEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x368730e), x::Name(0x2405e07)), // vsanMaxEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x368730e), x::Name(0x2405e07)), // vsanMaxEnabled: boolean
+        x::FieldEntry::required(x::Name(0x29be90f), x::Name(0x3344606)), // hostClusterUuid: string
+        x::FieldEntry::required(x::Name(0x2682916), x::Name(0x3344606)), // destinationClusterUuid: string
+        x::FieldEntry::optional(x::Name(0x2c75e0e), x::Name(0x3344606)), // membershipUuid: string
+        x::FieldEntry::optional(x::Name(0x22c940b), x::Name(0x2a94603)), // accessGenNo: int
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2da7308), x::Name(0x3344606)), // nodeUuid: string
+        x::FieldEntry::required(x::Name(0x299a506), x::Name(0x3344606)), // health: string
+        x::FieldEntry::required(x::Name(0x2da6909), x::Name(0x223101a)), // nodeState: VsanHostClusterStatusState
+        x::FieldEntry::repeated(x::Name(0x2c7440a), x::Name(0x3344606)), // memberUuid: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x24d750a), x::Name(0x2232b2c)), // completion: VsanHostClusterStatusStateCompletionEstimate
+        x::FieldEntry::optional(x::Name(0x24d500c), x::Name(0x2607608)), // completeTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2f3da0f), x::Name(0x2a94603)), // percentComplete: int
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x29fc30a), x::Name(0x13ff016)), // hostSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24a340b), x::Name(0x2236b1d)), // clusterInfo: VsanHostConfigInfoClusterInfo
+        x::FieldEntry::optional(x::Name(0x332a50b), x::Name(0x223cf1d)), // storageInfo: VsanHostConfigInfoStorageInfo
+        x::FieldEntry::optional(x::Name(0x2d4d20b), x::Name(0x223891d)), // networkInfo: VsanHostConfigInfoNetworkInfo
+        x::FieldEntry::optional(x::Name(0x286e80f), x::Name(0x2249417)), // faultDomainInfo: VsanHostFaultDomainInfo
+        x::FieldEntry::optional(x::Name(0x368220e), x::Name(0x2405e07)), // vsanEsaEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x367d918), x::Name(0x2405e07)), // vsanCyberRecoveryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2da7308), x::Name(0x3344606)), // nodeUuid: string
+        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x223a727)), // port: VsanHostConfigInfoNetworkInfoPortConfig
+        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0x224c010)), // ipConfig: VsanHostIpConfig
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x239ea10), x::Name(0x2405e07)), // autoClaimStorage: boolean
+        x::FieldEntry::repeated(x::Name(0x270c10b), x::Name(0x2245513)), // diskMapping: VsanHostDiskMapping
+        x::FieldEntry::repeated(x::Name(0x270b50b), x::Name(0x2242b13)), // diskMapInfo: VsanHostDiskMapInfo
+        x::FieldEntry::optional(x::Name(0x2485b0f), x::Name(0x2405e07)), // checksumEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2e5d40c), x::Name(0x3344606)), // objectAction: string
+        x::FieldEntry::required(x::Name(0x2c11b07), x::Name(0x2245513)), // mapping: VsanHostDiskMapping
+        x::FieldEntry::required(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
+        x::FieldEntry::required(x::Name(0x2c11b07), x::Name(0x2245513)), // mapping: VsanHostDiskMapping
+        x::FieldEntry::repeated(x::Name(0x271ad0a), x::Name(0x2246912)), // diskResult: VsanHostDiskResult
         x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x3408006), x::Name(0x3344606)), // ticket: string
-        x::FieldEntry::required(x::Name(0x245a907), x::Name(0x3344606)), // cfgFile: string
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
-        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x14c730e)), // network: NetworkSummary
-        x::FieldEntry::optional(x::Name(0x36a8007), x::Name(0x3344606)), // vswitch: string
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2f30307), x::Name(0x2be5304)), // peakBps: long
-        x::FieldEntry::optional(x::Name(0x23cc40a), x::Name(0x2be5304)), // averageBps: long
-        x::FieldEntry::optional(x::Name(0x241d109), x::Name(0x2be5304)), // burstSize: long
-        x::FieldEntry::required(x::Name(0x2f25a09), x::Name(0x104710d)), // pciDevice: HostPciDevice
-        x::FieldEntry::required(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
-        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
-        x::FieldEntry::optional(x::Name(0x33c0813), x::Name(0x3344606)), // systemClockProtocol: string
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::repeated(x::Name(0x2715512), x::Name(0x1f88f2e)), // diskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
-        x::FieldEntry::optional(x::Name(0x2e5e10a), x::Name(0x3344606)), // objectData: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0xbba80f)), // key: DynamicProperty
-        x::FieldEntry::repeated(x::Name(0x30bd309), x::Name(0xbba80f)), // relations: DynamicProperty
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
-        x::FieldEntry::required(x::Name(0x248d306), x::Name(0x65700c)), // choice: ChoiceOption
-        x::FieldEntry::repeated(x::Name(0x2c94b07), x::Name(0x1f5cc15)), // message: VirtualMachineMessage
-        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2a94603)), // overallCpuUsage: int
-        x::FieldEntry::optional(x::Name(0x2ecd410), x::Name(0x2a94603)), // overallCpuDemand: int
-        x::FieldEntry::optional(x::Name(0x2ece513), x::Name(0x2a94603)), // overallCpuReadiness: int
-        x::FieldEntry::optional(x::Name(0x2949f10), x::Name(0x2a94603)), // guestMemoryUsage: int
-        x::FieldEntry::optional(x::Name(0x29df60f), x::Name(0x2a94603)), // hostMemoryUsage: int
-        x::FieldEntry::required(x::Name(0x2943e14), x::Name(0x13fc613)), // guestHeartbeatStatus: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x2729119), x::Name(0x2a94603)), // distributedCpuEntitlement: int
-        x::FieldEntry::optional(x::Name(0x272c21c), x::Name(0x2a94603)), // distributedMemoryEntitlement: int
-        x::FieldEntry::optional(x::Name(0x3304c14), x::Name(0x2a94603)), // staticCpuEntitlement: int
-        x::FieldEntry::optional(x::Name(0x3307617), x::Name(0x2a94603)), // staticMemoryEntitlement: int
-        x::FieldEntry::optional(x::Name(0x292410d), x::Name(0x2a94603)), // grantedMemory: int
-        x::FieldEntry::optional(x::Name(0x2ffa30d), x::Name(0x2a94603)), // privateMemory: int
-        x::FieldEntry::optional(x::Name(0x321d10c), x::Name(0x2a94603)), // sharedMemory: int
-        x::FieldEntry::optional(x::Name(0x33b370d), x::Name(0x2a94603)), // swappedMemory: int
-        x::FieldEntry::optional(x::Name(0x23e640f), x::Name(0x2a94603)), // balloonedMemory: int
-        x::FieldEntry::optional(x::Name(0x2532816), x::Name(0x2a94603)), // consumedOverheadMemory: int
-        x::FieldEntry::optional(x::Name(0x28f930e), x::Name(0x2a94603)), // ftLogBandwidth: int
-        x::FieldEntry::optional(x::Name(0x28fe912), x::Name(0x2a94603)), // ftSecondaryLatency: int
-        x::FieldEntry::optional(x::Name(0x28f830f), x::Name(0x13fc613)), // ftLatencyStatus: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x24e0210), x::Name(0x2be5304)), // compressedMemory: long
-        x::FieldEntry::optional(x::Name(0x34d5d0d), x::Name(0x2a94603)), // uptimeSeconds: int
-        x::FieldEntry::optional(x::Name(0x32d3510), x::Name(0x2be5304)), // ssdSwappedMemory: long
-        x::FieldEntry::optional(x::Name(0x22e130c), x::Name(0x2a94603)), // activeMemory: int
-        x::FieldEntry::repeated(x::Name(0x2c91a0f), x::Name(0x1f94827)), // memoryTierStats: VirtualMachineQuickStatsMemoryTierStats
-        x::FieldEntry::required(x::Name(0x2c92a0e), x::Name(0x3344606)), // memoryTierType: string
-        x::FieldEntry::required(x::Name(0x306a40d), x::Name(0x2be5304)), // readBandwidth: long
-        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x1a2500e)), // service: ServiceLocator
-        x::FieldEntry::optional(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32d3103), x::Name(0x10f800c)), // ssd: HostScsiDisk
+        x::FieldEntry::repeated(x::Name(0x2dae806), x::Name(0x10f800c)), // nonSsd: HostScsiDisk
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x368ff08), x::Name(0x3344606)), // vsanUuid: string
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2650108), x::Name(0x2405e07)), // degraded: boolean
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x34d2811), x::Name(0x3344606)), // upstreamIpAddress: string
+        x::FieldEntry::required(x::Name(0x274be13), x::Name(0x3344606)), // downstreamIpAddress: string
+        x::FieldEntry::required(x::Name(0x2da7308), x::Name(0x3344606)), // nodeUuid: string
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::repeated(x::Name(0x2c74f0e), x::Name(0x224d116)), // membershipList: VsanHostMembershipInfo
+        x::FieldEntry::repeated(x::Name(0x270a20a), x::Name(0x2250e1c)), // diskIssues: VsanHostRuntimeInfoDiskIssue
+        x::FieldEntry::optional(x::Name(0x22c940b), x::Name(0x2a94603)), // accessGenNo: int
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x3344606)), // diskId: string
+        x::FieldEntry::required(x::Name(0x2b45e05), x::Name(0x3344606)), // issue: string
+        x::FieldEntry::required(x::Name(0x368ff08), x::Name(0x3344606)), // vsanUuid: string
+        x::FieldEntry::required(x::Name(0x28d570d), x::Name(0x2a94603)), // formatVersion: int
+        x::FieldEntry::repeated(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::repeated(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::optional(x::Name(0x245bf0e), x::Name(0x2be5304)), // changeDataSize: long
+        x::FieldEntry::optional(x::Name(0x259c00f), x::Name(0x2be5304)), // currentDataSize: long
+        x::FieldEntry::optional(x::Name(0x33f6e0c), x::Name(0x2be5304)), // tempDataSize: long
+        x::FieldEntry::optional(x::Name(0x254620c), x::Name(0x2be5304)), // copyDataSize: long
+        x::FieldEntry::optional(x::Name(0x245ce18), x::Name(0x2be5304)), // changeFlashReadCacheSize: long
+        x::FieldEntry::optional(x::Name(0x25a3519), x::Name(0x2be5304)), // currentFlashReadCacheSize: long
+        x::FieldEntry::optional(x::Name(0x259d023), x::Name(0x28c9105)), // currentDiskSpaceToAddressSpaceRatio: float
+        x::FieldEntry::optional(x::Name(0x271ef1c), x::Name(0x28c9105)), // diskSpaceToAddressSpaceRatio: float
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2b33b0d), x::Name(0x2405e07)), // isSatisfiable: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x13d2d12)), // reason: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x254b204), x::Name(0x225850e)), // cost: VsanPolicyCost
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f1430a), x::Name(0x2264f25)), // partitions: VsanUpgradeSystemNetworkPartitionInfo
+        x::FieldEntry::required(x::Name(0x30ac020), x::Name(0x2405e07)), // reducedRedundancyUpgradePossible: boolean
+        x::FieldEntry::required(x::Name(0x2cf2603), x::Name(0x3344606)), // msg: string
+        x::FieldEntry::repeated(x::Name(0x2b46b06), x::Name(0x226c824)), // issues: VsanUpgradeSystemPreflightCheckIssue
+        x::FieldEntry::optional(x::Name(0x270cd14), x::Name(0x2245513)), // diskMappingToRestore: VsanHostDiskMapping
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::required(x::Name(0x270c10b), x::Name(0x2245513)), // diskMapping: VsanHostDiskMapping
+        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
         x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f9d125)), // disk: VirtualMachineRelocateSpecDiskLocator
-        x::FieldEntry::optional(x::Name(0x344b109), x::Name(0x1fa2824)), // transform: VirtualMachineRelocateTransformation
-        x::FieldEntry::repeated(x::Name(0x269580c), x::Name(0x1dc9017)), // deviceChange: VirtualDeviceConfigSpec
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::optional(x::Name(0x33e9904), x::Name(0x13ff016)), // task: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fdb90f), x::Name(0x226ed25)), // preflightResult: VsanUpgradeSystemPreflightCheckResult
+        x::FieldEntry::required(x::Name(0x2a4720a), x::Name(0x2405e07)), // inProgress: boolean
+        x::FieldEntry::repeated(x::Name(0x29b4607), x::Name(0x2279723)), // history: VsanUpgradeSystemUpgradeHistoryItem
+        x::FieldEntry::optional(x::Name(0x22c4707), x::Name(0x2405e07)), // aborted: boolean
+        x::FieldEntry::optional(x::Name(0x24d5d09), x::Name(0x2405e07)), // completed: boolean
+        x::FieldEntry::optional(x::Name(0x3019e08), x::Name(0x2a94603)), // progress: int
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2b4d511), x::Name(0x2405e07)), // keepAfterDeleteVm: boolean
+        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2b4d511), x::Name(0x2405e07)), // keepAfterDeleteVm: boolean
+        x::FieldEntry::required(x::Name(0x23d490b), x::Name(0x2288019)), // backingSpec: VslmCreateSpecBackingSpec
+        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
         x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x258f60a), x::Name(0x86770a)), // cryptoSpec: CryptoSpec
-        x::FieldEntry::repeated(x::Name(0x33d3a08), x::Name(0x1b2f407)), // tagSpecs: TagSpec
-        x::FieldEntry::repeated(x::Name(0x3611513), x::Name(0x2188611)), // vmPlacementPolicies: VmPlacementPolicy
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x26fe60f), x::Name(0x1dc2818)), // diskBackingInfo: VirtualDeviceBackingInfo
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1f9f730)), // backing: VirtualMachineRelocateSpecDiskLocatorBackingSpec
-        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1f9f730)), // parent: VirtualMachineRelocateSpecDiskLocatorBackingSpec
         x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x3034010), x::Name(0x3344606)), // provisioningType: string
+        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x24cd311), x::Name(0x3344606)), // compatibilityMode: string
+        x::FieldEntry::required(x::Name(0x23d490b), x::Name(0x2288019)), // backingSpec: VslmCreateSpecBackingSpec
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x252bd0b), x::Name(0x2405e07)), // consolidate: boolean
+        x::FieldEntry::optional(x::Name(0x272520b), x::Name(0xa81c0e)), // disksCrypto: DiskCryptoSpec
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x1a2500e)), // service: ServiceLocator
+        x::FieldEntry::required(x::Name(0x33d3207), x::Name(0x3344606)), // tagName: string
+        x::FieldEntry::required(x::Name(0x2f01512), x::Name(0x3344606)), // parentCategoryName: string
+        x::FieldEntry::required(x::Name(0x36a0310), x::Name(0x3344606)), // vspanSessionKey1: string
+        x::FieldEntry::required(x::Name(0x36a1410), x::Name(0x3344606)), // vspanSessionKey2: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x36a0310), x::Name(0x3344606)), // vspanSessionKey1: string
+        x::FieldEntry::required(x::Name(0x36a1410), x::Name(0x3344606)), // vspanSessionKey2: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x32c9a10), x::Name(0x3344606)), // srcPortgroupName: string
+        x::FieldEntry::required(x::Name(0x267cd11), x::Name(0x3344606)), // destPortgroupName: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
+        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
+        x::FieldEntry::required(x::Name(0x369f30f), x::Name(0x3344606)), // vspanSessionKey: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x369f30f), x::Name(0x3344606)), // vspanSessionKey: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x32f1e0b), x::Name(0x2be5304)), // startOffset: long
+        x::FieldEntry::required(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x36ab006), x::Name(0x121830e)), // vvolDS: HostVvolVolume
     ],
     values: &[
-        x::Name(0x2daff04), // none
-        x::Name(0x2f4c30a), // persistent
-        x::Name(0x2db0f0d), // nonpersistent
-        x::Name(0x3704003), // x86
-        x::Name(0x2366003), // arm
-        x::Name(0x36ef10c), // windowsGuest
-        x::Name(0x2bb540a), // linuxGuest
-        x::Name(0x2d40c0c), // netwareGuest
-        x::Name(0x327d80c), // solarisGuest
-        x::Name(0x25d5911), // darwinGuestFamily
-        x::Name(0x2ec0810), // otherGuestFamily
-        x::Name(0x2747808), // dosGuest
-        x::Name(0x36c920a), // win31Guest
-        x::Name(0x36c9d0a), // win95Guest
-        x::Name(0x36ca80a), // win98Guest
-        x::Name(0x36cd70a), // winMeGuest
-        x::Name(0x36ce20a), // winNTGuest
-        x::Name(0x36c710f), // win2000ProGuest
-        x::Name(0x36c8110), // win2000ServGuest
-        x::Name(0x36c5d13), // win2000AdvServGuest
-        x::Name(0x36db40e), // winXPHomeGuest
-        x::Name(0x36dd30d), // winXPProGuest
-        x::Name(0x36dc30f), // winXPPro64Guest
-        x::Name(0x36d870e), // winNetWebGuest
-        x::Name(0x36d7313), // winNetStandardGuest
-        x::Name(0x36d4715), // winNetEnterpriseGuest
-        x::Name(0x36d1915), // winNetDatacenterGuest
-        x::Name(0x36ced13), // winNetBusinessGuest
-        x::Name(0x36d5d15), // winNetStandard64Guest
-        x::Name(0x36d2f17), // winNetEnterprise64Guest
-        x::Name(0x36cc610), // winLonghornGuest
-        x::Name(0x36cb312), // winLonghorn64Guest
-        x::Name(0x36d0117), // winNetDatacenter64Guest
-        x::Name(0x36da60d), // winVistaGuest
-        x::Name(0x36d960f), // winVista64Guest
-        x::Name(0x36e520d), // windows7Guest
-        x::Name(0x36e7610), // windows7_64Guest
-        x::Name(0x36e6015), // windows7Server64Guest
-        x::Name(0x36e870d), // windows8Guest
-        x::Name(0x36eab10), // windows8_64Guest
-        x::Name(0x36e9515), // windows8Server64Guest
-        x::Name(0x36ebc0d), // windows9Guest
-        x::Name(0x36ee010), // windows9_64Guest
-        x::Name(0x36eca15), // windows9Server64Guest
-        x::Name(0x36de111), // windows11_64Guest
-        x::Name(0x36df311), // windows12_64Guest
-        x::Name(0x36efe12), // windowsHyperVGuest
-        x::Name(0x36e2016), // windows2019srv_64Guest
-        x::Name(0x36e051a), // windows2019srvNext_64Guest
-        x::Name(0x36e371a), // windows2022srvNext_64Guest
-        x::Name(0x28e9b0c), // freebsdGuest
-        x::Name(0x28e8c0e), // freebsd64Guest
-        x::Name(0x28de70e), // freebsd11Guest
-        x::Name(0x28df611), // freebsd11_64Guest
-        x::Name(0x28e080e), // freebsd12Guest
-        x::Name(0x28e1711), // freebsd12_64Guest
-        x::Name(0x28e290e), // freebsd13Guest
-        x::Name(0x28e3811), // freebsd13_64Guest
-        x::Name(0x28e4a0e), // freebsd14Guest
-        x::Name(0x28e5911), // freebsd14_64Guest
-        x::Name(0x28e6b0e), // freebsd15Guest
-        x::Name(0x28e7a11), // freebsd15_64Guest
-        x::Name(0x30aa60b), // redhatGuest
-        x::Name(0x315660a), // rhel2Guest
-        x::Name(0x315710a), // rhel3Guest
-        x::Name(0x3157c0d), // rhel3_64Guest
-        x::Name(0x3158a0a), // rhel4Guest
-        x::Name(0x315950d), // rhel4_64Guest
-        x::Name(0x315a30a), // rhel5Guest
-        x::Name(0x315ae0d), // rhel5_64Guest
-        x::Name(0x315bc0a), // rhel6Guest
-        x::Name(0x315c70d), // rhel6_64Guest
-        x::Name(0x315d50a), // rhel7Guest
-        x::Name(0x315e00d), // rhel7_64Guest
-        x::Name(0x315ee0d), // rhel8_64Guest
-        x::Name(0x315fc0d), // rhel9_64Guest
-        x::Name(0x315570e), // rhel10_64Guest
-        x::Name(0x245360b), // centosGuest
-        x::Name(0x244ce0d), // centos64Guest
-        x::Name(0x244dc0c), // centos6Guest
-        x::Name(0x244e90f), // centos6_64Guest
-        x::Name(0x244f90c), // centos7Guest
-        x::Name(0x245060f), // centos7_64Guest
-        x::Name(0x245160f), // centos8_64Guest
-        x::Name(0x245260f), // centos9_64Guest
-        x::Name(0x2ea6f10), // oracleLinuxGuest
-        x::Name(0x2e9e412), // oracleLinux64Guest
-        x::Name(0x2e9f711), // oracleLinux6Guest
-        x::Name(0x2ea0914), // oracleLinux6_64Guest
-        x::Name(0x2ea1e11), // oracleLinux7Guest
-        x::Name(0x2ea3014), // oracleLinux7_64Guest
-        x::Name(0x2ea4514), // oracleLinux8_64Guest
-        x::Name(0x2ea5a14), // oracleLinux9_64Guest
-        x::Name(0x2e9ce15), // oracleLinux10_64Guest
-        x::Name(0x339d309), // suseGuest
-        x::Name(0x339c70b), // suse64Guest
-        x::Name(0x3240709), // slesGuest
-        x::Name(0x323fb0b), // sles64Guest
-        x::Name(0x3238c0b), // sles10Guest
-        x::Name(0x323980e), // sles10_64Guest
-        x::Name(0x323a70b), // sles11Guest
-        x::Name(0x323b30e), // sles11_64Guest
-        x::Name(0x323c20b), // sles12Guest
-        x::Name(0x323ce0e), // sles12_64Guest
-        x::Name(0x323dd0e), // sles15_64Guest
-        x::Name(0x323ec0e), // sles16_64Guest
-        x::Name(0x2d9ce09), // nld9Guest
-        x::Name(0x2e67708), // oesGuest
-        x::Name(0x3236b09), // sjdsGuest
-        x::Name(0x2c0ca0d), // mandrakeGuest
-        x::Name(0x2c0e80d), // mandrivaGuest
-        x::Name(0x2c0d80f), // mandriva64Guest
-        x::Name(0x346730f), // turboLinuxGuest
-        x::Name(0x3466111), // turboLinux64Guest
-        x::Name(0x347470b), // ubuntuGuest
-        x::Name(0x347390d), // ubuntu64Guest
-        x::Name(0x2615e0c), // debian4Guest
-        x::Name(0x2616b0f), // debian4_64Guest
-        x::Name(0x2617b0c), // debian5Guest
-        x::Name(0x261880f), // debian5_64Guest
-        x::Name(0x261980c), // debian6Guest
-        x::Name(0x261a50f), // debian6_64Guest
-        x::Name(0x261b50c), // debian7Guest
-        x::Name(0x261c20f), // debian7_64Guest
-        x::Name(0x261d20c), // debian8Guest
-        x::Name(0x261df0f), // debian8_64Guest
-        x::Name(0x261ef0c), // debian9Guest
-        x::Name(0x261fc0f), // debian9_64Guest
-        x::Name(0x260e20d), // debian10Guest
-        x::Name(0x260f010), // debian10_64Guest
-        x::Name(0x261010d), // debian11Guest
-        x::Name(0x2610f10), // debian11_64Guest
-        x::Name(0x261200d), // debian12Guest
-        x::Name(0x2612e10), // debian12_64Guest
-        x::Name(0x2613f0d), // debian13Guest
-        x::Name(0x2614d10), // debian13_64Guest
-        x::Name(0x236cf0d), // asianux3Guest
-        x::Name(0x236dd10), // asianux3_64Guest
-        x::Name(0x236ee0d), // asianux4Guest
-        x::Name(0x236fc10), // asianux4_64Guest
-        x::Name(0x2370d10), // asianux5_64Guest
-        x::Name(0x2371e10), // asianux7_64Guest
-        x::Name(0x2372f10), // asianux8_64Guest
-        x::Name(0x2374010), // asianux9_64Guest
-        x::Name(0x2cc0814), // miraclelinux_64Guest
-        x::Name(0x2eff20e), // pardus_64Guest
-        x::Name(0x2e8c10d), // opensuseGuest
-        x::Name(0x2e8b10f), // opensuse64Guest
-        x::Name(0x289020b), // fedoraGuest
-        x::Name(0x288f40d), // fedora64Guest
-        x::Name(0x254850d), // coreos64Guest
-        x::Name(0x3658a13), // vmwarePhoton64Guest
-        x::Name(0x2eaf712), // other24xLinuxGuest
-        x::Name(0x2eb1f12), // other26xLinuxGuest
-        x::Name(0x2ec400f), // otherLinuxGuest
-        x::Name(0x2eb4611), // other3xLinuxGuest
-        x::Name(0x2eb6c11), // other4xLinuxGuest
-        x::Name(0x2eb9211), // other5xLinuxGuest
-        x::Name(0x2ebb811), // other6xLinuxGuest
-        x::Name(0x2ebde11), // other7xLinuxGuest
-        x::Name(0x2919d11), // genericLinuxGuest
-        x::Name(0x2eae214), // other24xLinux64Guest
-        x::Name(0x2eb0a14), // other26xLinux64Guest
-        x::Name(0x2eb3213), // other3xLinux64Guest
-        x::Name(0x2eb5813), // other4xLinux64Guest
-        x::Name(0x2eb7e13), // other5xLinux64Guest
-        x::Name(0x2eba413), // other6xLinux64Guest
-        x::Name(0x2ebca13), // other7xLinux64Guest
-        x::Name(0x2ec2e11), // otherLinux64Guest
-        x::Name(0x327a00d), // solaris6Guest
-        x::Name(0x327ae0d), // solaris7Guest
-        x::Name(0x327bc0d), // solaris8Guest
-        x::Name(0x327ca0d), // solaris9Guest
-        x::Name(0x3276d0e), // solaris10Guest
-        x::Name(0x3277c11), // solaris10_64Guest
-        x::Name(0x3278e11), // solaris11_64Guest
-        x::Name(0x290cf10), // fusionos_64Guest
-        x::Name(0x301d610), // prolinux_64Guest
-        x::Name(0x2b60512), // kylinlinux_64Guest
-        x::Name(0x28c700f), // flatcar_64Guest
-        x::Name(0x2eacc08), // os2Guest
-        x::Name(0x2789410), // eComStationGuest
-        x::Name(0x2788211), // eComStation2Guest
-        x::Name(0x2d3e20d), // netware4Guest
-        x::Name(0x2d3f00d), // netware5Guest
-        x::Name(0x2d3fe0d), // netware6Guest
-        x::Name(0x2e88f10), // openServer5Guest
-        x::Name(0x2e8a010), // openServer6Guest
-        x::Name(0x3487c0e), // unixWare7Guest
-        x::Name(0x25d4d0b), // darwinGuest
-        x::Name(0x25d3f0d), // darwin64Guest
-        x::Name(0x25c350d), // darwin10Guest
-        x::Name(0x25c4310), // darwin10_64Guest
-        x::Name(0x25c540d), // darwin11Guest
-        x::Name(0x25c6210), // darwin11_64Guest
-        x::Name(0x25c7310), // darwin12_64Guest
-        x::Name(0x25c8410), // darwin13_64Guest
-        x::Name(0x25c9510), // darwin14_64Guest
-        x::Name(0x25ca610), // darwin15_64Guest
-        x::Name(0x25cb710), // darwin16_64Guest
-        x::Name(0x25cc810), // darwin17_64Guest
-        x::Name(0x25cd910), // darwin18_64Guest
-        x::Name(0x25cea10), // darwin19_64Guest
-        x::Name(0x25cfb10), // darwin20_64Guest
-        x::Name(0x25d0c10), // darwin21_64Guest
-        x::Name(0x25d1d10), // darwin22_64Guest
-        x::Name(0x25d2e10), // darwin23_64Guest
-        x::Name(0x3643d0d), // vmkernelGuest
-        x::Name(0x363e20e), // vmkernel5Guest
-        x::Name(0x364010e), // vmkernel6Guest
-        x::Name(0x363f10f), // vmkernel65Guest
-        x::Name(0x364100e), // vmkernel7Guest
-        x::Name(0x3641f0e), // vmkernel8Guest
-        x::Name(0x3642e0e), // vmkernel9Guest
-        x::Name(0x233b914), // amazonlinux2_64Guest
-        x::Name(0x233ce14), // amazonlinux3_64Guest
-        x::Name(0x258930c), // crxPod1Guest
-        x::Name(0x258a00c), // crxSys1Guest
-        x::Name(0x3166a12), // rockylinux_64Guest
-        x::Name(0x2333311), // almalinux_64Guest
-        x::Name(0x2ebf00a), // otherGuest
-        x::Name(0x2ebfb0c), // otherGuest64
-        x::Name(0x3181507), // running
-        x::Name(0x322da0c), // shuttingDown
-        x::Name(0x3129f09), // resetting
-        x::Name(0x32e3107), // standby
-        x::Name(0x2dc0e0a), // notRunning
+        x::Name(0x301e70b), // promiscuous
+        x::Name(0x2b40f08), // isolated
+        x::Name(0x24c4209), // community
+        x::Name(0x2daac08), // nonExist
+        x::Name(0x32e020d), // stampMismatch
         x::Name(0x3488b07), // unknown
-        x::Name(0x2348503), // any
-        x::Name(0x2daff04), // none
-        x::Name(0x2aa3008), // internal
-        x::Name(0x33ae308), // swapNone
-        x::Name(0x33b1a08), // swapSome
-        x::Name(0x33ada08), // swapMost
-        x::Name(0x1bd3306), // Update
-        x::Name(0x186b306), // Remove
-        x::Name(0x779c12), // ComVmwareVsphereHA
-        x::Name(0x2be9b0b), // lowPriority
-        x::Name(0x29b250c), // highPriority
-        x::Name(0x263ea0f), // defaultPriority
-        x::Name(0x2a7bc0c), // initializing
-        x::Name(0x273450a), // divergence
-        x::Name(0x2be880e), // lostConnection
-        x::Name(0x2f07f16), // partialHardwareFailure
-        x::Name(0x34f340a), // userAction
-        x::Name(0x2480a0f), // checkpointError
-        x::Name(0x2eadc05), // other
-        x::Name(0x2fb3208), // powerOff
-        x::Name(0x3151006), // revert
-        x::Name(0x301f306), // prompt
-        x::Name(0x33d4804), // take
-        x::Name(0x326f604), // soft
-        x::Name(0x2976304), // hard
-        x::Name(0x2fe2006), // preset
-        x::Name(0x2fc030a), // poweredOff
-        x::Name(0x2fc7409), // poweredOn
-        x::Name(0x33a5609), // suspended
-        x::Name(0x30a3409), // recording
-        x::Name(0x30e6809), // replaying
-        x::Name(0x2a4e308), // inactive
-        x::Name(0x2ce9922), // moveAllDiskBackingsAndAllowSharing
-        x::Name(0x2cede25), // moveAllDiskBackingsAndDisallowSharing
-        x::Name(0x2cf0418), // moveChildMostDiskBacking
-        x::Name(0x2579419), // createNewChildDiskBacking
-        x::Name(0x2cebc21), // moveAllDiskBackingsAndConsolidate
-        x::Name(0x28c4904), // flat
-        x::Name(0x32b1406), // sparse
+        x::Name(0x2d9db08), // noAction
+        x::Name(0x27e5119), // ensureObjectAccessibility
+        x::Name(0x281440f), // evacuateAllData
+        x::Name(0x2a4b105), // inUse
+        x::Name(0x279d508), // eligible
+        x::Name(0x2a6b50a), // ineligible
+        x::Name(0x3488b07), // unknown
+        x::Name(0x29aaf07), // healthy
+        x::Name(0x347fb09), // unhealthy
+        x::Name(0x2801305), // error
+        x::Name(0x26e4608), // disabled
+        x::Name(0x230b805), // agent
+        x::Name(0x2c1b306), // master
+        x::Name(0x23d6106), // backup
+        x::Name(0x32f7a08), // starting
+        x::Name(0x331eb08), // stopping
+        x::Name(0x27ee417), // enteringMaintenanceMode
+        x::Name(0x282e816), // exitingMaintenanceMode
+        x::Name(0x262230f), // decommissioning
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x1b91e06), // UPDATE
+        x::Name(0x17e0305), // RESET
+        x::Name(0x1483005), // NO_OP
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        1 => return Some(x::decode_struct_object::<VmwareDistributedVirtualSwitchPvlanSpec>(r)),
+        2 => return Some(x::decode_struct_object::<VmwareDistributedVirtualSwitchRealTimeConfig>(r)),
+        3 => return Some(x::decode_struct_object::<VmwareDistributedVirtualSwitchRealTimeLanAnnotation>(r)),
+        4 => return Some(x::decode_struct_object::<VmwareDistributedVirtualSwitchTrunkVlanSpec>(r)),
+        5 => return Some(x::decode_struct_object::<VmwareDistributedVirtualSwitchVlanIdSpec>(r)),
+        6 => return Some(x::decode_struct_object::<VmwareDistributedVirtualSwitchVlanSpec>(r)),
+        7 => return Some(x::decode_struct_object::<VmwareUplinkPortTeamingPolicy>(r)),
+        #[cfg(feature = "all-events")] 8 => return Some(x::decode_struct_object::<VnicPortArgument>(r)),
+        #[cfg(feature = "all-faults")] 9 => return Some(x::decode_struct_object::<VolumeEditorError>(r)),
+        #[cfg(feature = "all-faults")] 10 => return Some(x::decode_struct_object::<VramLimitLicense>(r)),
+        11 => return Some(x::decode_struct_object::<VsanClusterConfigInfo>(r)),
+        12 => return Some(x::decode_struct_object::<VsanClusterConfigInfoHostDefaultInfo>(r)),
+        #[cfg(feature = "admin")] 13 => return Some(x::decode_struct_object::<VsanClusterCoreConfig>(r)),
+        14 => return Some(x::decode_struct_object::<VsanClusterCoreConfigSpec>(r)),
+        #[cfg(feature = "all-faults")] 15 => return Some(x::decode_struct_object::<VsanClusterUuidMismatch>(r)),
+        16 => return Some(x::decode_struct_object::<VsanDatastoreInfo>(r)),
+        #[cfg(feature = "all-faults")] 17 => return Some(x::decode_struct_object::<VsanDiskFault>(r)),
+        #[cfg(feature = "all-faults")] 19 => return Some(x::decode_struct_object::<VsanFault>(r)),
+        #[cfg(feature = "admin")] 20 => return Some(x::decode_struct_object::<VsanHostClusterStatus>(r)),
+        #[cfg(feature = "admin")] 21 => return Some(x::decode_struct_object::<VsanHostClusterStatusState>(r)),
+        #[cfg(feature = "admin")] 22 => return Some(x::decode_struct_object::<VsanHostClusterStatusStateCompletionEstimate>(r)),
+        23 => return Some(x::decode_struct_object::<VsanHostConfigInfo>(r)),
+        24 => return Some(x::decode_struct_object::<VsanHostConfigInfoClusterInfo>(r)),
+        25 => return Some(x::decode_struct_object::<VsanHostConfigInfoNetworkInfo>(r)),
+        26 => return Some(x::decode_struct_object::<VsanHostConfigInfoNetworkInfoPortConfig>(r)),
+        27 => return Some(x::decode_struct_object::<VsanHostConfigInfoStorageInfo>(r)),
+        28 => return Some(x::decode_struct_object::<VsanHostDecommissionMode>(r)),
+        30 => return Some(x::decode_struct_object::<VsanHostDiskMapInfo>(r)),
+        31 => return Some(x::decode_struct_object::<VsanHostDiskMapResult>(r)),
+        32 => return Some(x::decode_struct_object::<VsanHostDiskMapping>(r)),
+        33 => return Some(x::decode_struct_object::<VsanHostDiskResult>(r)),
+        35 => return Some(x::decode_struct_object::<VsanHostFaultDomainInfo>(r)),
+        37 => return Some(x::decode_struct_object::<VsanHostIpConfig>(r)),
+        38 => return Some(x::decode_struct_object::<VsanHostMembershipInfo>(r)),
+        40 => return Some(x::decode_struct_object::<VsanHostRuntimeInfo>(r)),
+        41 => return Some(x::decode_struct_object::<VsanHostRuntimeInfoDiskIssue>(r)),
+        42 => return Some(x::decode_struct_object::<VsanHostVsanDiskInfo>(r)),
+        #[cfg(feature = "all-faults")] 43 => return Some(x::decode_struct_object::<VsanIncompatibleDiskMapping>(r)),
+        #[cfg(feature = "admin")] 44 => return Some(x::decode_struct_object::<VsanNewPolicyBatch>(r)),
+        #[cfg(feature = "admin")] 45 => return Some(x::decode_struct_object::<VsanPolicyChangeBatch>(r)),
+        #[cfg(feature = "admin")] 46 => return Some(x::decode_struct_object::<VsanPolicyCost>(r)),
+        #[cfg(feature = "admin")] 47 => return Some(x::decode_struct_object::<VsanPolicySatisfiability>(r)),
+        #[cfg(feature = "admin")] 48 => return Some(x::decode_struct_object::<VsanUpgradeSystemAPIBrokenIssue>(r)),
+        #[cfg(feature = "admin")] 49 => return Some(x::decode_struct_object::<VsanUpgradeSystemAutoClaimEnabledOnHostsIssue>(r)),
+        #[cfg(feature = "admin")] 50 => return Some(x::decode_struct_object::<VsanUpgradeSystemHostsDisconnectedIssue>(r)),
+        #[cfg(feature = "admin")] 51 => return Some(x::decode_struct_object::<VsanUpgradeSystemMissingHostsInClusterIssue>(r)),
+        #[cfg(feature = "admin")] 52 => return Some(x::decode_struct_object::<VsanUpgradeSystemNetworkPartitionInfo>(r)),
+        #[cfg(feature = "admin")] 53 => return Some(x::decode_struct_object::<VsanUpgradeSystemNetworkPartitionIssue>(r)),
+        #[cfg(feature = "admin")] 54 => return Some(x::decode_struct_object::<VsanUpgradeSystemNotEnoughFreeCapacityIssue>(r)),
+        #[cfg(feature = "admin")] 55 => return Some(x::decode_struct_object::<VsanUpgradeSystemPreflightCheckIssue>(r)),
+        #[cfg(feature = "admin")] 56 => return Some(x::decode_struct_object::<VsanUpgradeSystemPreflightCheckResult>(r)),
+        #[cfg(feature = "admin")] 57 => return Some(x::decode_struct_object::<VsanUpgradeSystemRogueHostsInClusterIssue>(r)),
+        #[cfg(feature = "admin")] 58 => return Some(x::decode_struct_object::<VsanUpgradeSystemUpgradeHistoryDiskGroupOp>(r)),
+        #[cfg(feature = "admin")] 60 => return Some(x::decode_struct_object::<VsanUpgradeSystemUpgradeHistoryItem>(r)),
+        #[cfg(feature = "admin")] 61 => return Some(x::decode_struct_object::<VsanUpgradeSystemUpgradeHistoryPreflightFail>(r)),
+        #[cfg(feature = "admin")] 62 => return Some(x::decode_struct_object::<VsanUpgradeSystemUpgradeStatus>(r)),
+        #[cfg(feature = "admin")] 63 => return Some(x::decode_struct_object::<VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue>(r)),
+        #[cfg(feature = "admin")] 64 => return Some(x::decode_struct_object::<VsanUpgradeSystemWrongEsxVersionIssue>(r)),
+        65 => return Some(x::decode_struct_object::<VslmCloneSpec>(r)),
+        66 => return Some(x::decode_struct_object::<VslmCreateSpec>(r)),
+        67 => return Some(x::decode_struct_object::<VslmCreateSpecBackingSpec>(r)),
+        68 => return Some(x::decode_struct_object::<VslmCreateSpecDiskFileBackingSpec>(r)),
+        69 => return Some(x::decode_struct_object::<VslmCreateSpecRawDiskMappingBackingSpec>(r)),
+        70 => return Some(x::decode_struct_object::<VslmMigrateSpec>(r)),
+        71 => return Some(x::decode_struct_object::<VslmRelocateSpec>(r)),
+        72 => return Some(x::decode_struct_object::<VslmTagEntry>(r)),
+        #[cfg(feature = "all-faults")] 74 => return Some(x::decode_struct_object::<VspanDestPortConflict>(r)),
+        #[cfg(feature = "all-faults")] 75 => return Some(x::decode_struct_object::<VspanPortConflict>(r)),
+        #[cfg(feature = "all-faults")] 76 => return Some(x::decode_struct_object::<VspanPortMoveFault>(r)),
+        #[cfg(feature = "all-faults")] 77 => return Some(x::decode_struct_object::<VspanPortPromiscChangeFault>(r)),
+        #[cfg(feature = "all-faults")] 78 => return Some(x::decode_struct_object::<VspanPortgroupPromiscChangeFault>(r)),
+        #[cfg(feature = "all-faults")] 79 => return Some(x::decode_struct_object::<VspanPortgroupTypeChangeFault>(r)),
+        #[cfg(feature = "all-faults")] 80 => return Some(x::decode_struct_object::<VspanPromiscuousPortNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 81 => return Some(x::decode_struct_object::<VspanSameSessionPortConflict>(r)),
+        83 => return Some(x::decode_struct_object::<VvolDatastoreInfo>(r)),
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmwareDistributedVirtualSwitchPvlanPortType(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanDiskIssueType(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostDecommissionModeObjectAction(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostDiskResultState(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostHealthState(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostNodeState(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmVsoPostRelocateChangeMetadataOperation(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    VirtualMachineFloppyInfo(Box<VirtualMachineFloppyInfo>),
-    VirtualMachineForkConfigInfo(Box<VirtualMachineForkConfigInfo>),
-    VirtualMachineForkConfigInfoChildType(Box<VirtualMachineForkConfigInfoChildType>),
-    VirtualMachineGuestArchitecture(Box<VirtualMachineGuestArchitecture>),
-    VirtualMachineGuestIntegrityInfo(Box<VirtualMachineGuestIntegrityInfo>),
-    VirtualMachineGuestMonitoringModeInfo(Box<VirtualMachineGuestMonitoringModeInfo>),
-    VirtualMachineGuestOsFamily(Box<VirtualMachineGuestOsFamily>),
-    VirtualMachineGuestOsIdentifier(Box<VirtualMachineGuestOsIdentifier>),
-    VirtualMachineGuestQuiesceSpec(Box<VirtualMachineGuestQuiesceSpec>),
-    VirtualMachineGuestRebootStatus(Box<VirtualMachineGuestRebootStatus>),
-    VirtualMachineGuestState(Box<VirtualMachineGuestState>),
-    VirtualMachineGuestSummary(Box<VirtualMachineGuestSummary>),
-    VirtualMachineHtSharing(Box<VirtualMachineHtSharing>),
-    VirtualMachineIdeDiskDeviceInfo(Box<VirtualMachineIdeDiskDeviceInfo>),
-    VirtualMachineIdeDiskDevicePartitionInfo(Box<VirtualMachineIdeDiskDevicePartitionInfo>),
-    VirtualMachineImportSpec(Box<VirtualMachineImportSpec>),
-    VirtualMachineIndependentFilterSpec(Box<VirtualMachineIndependentFilterSpec>),
-    VirtualMachineInstantCloneSpec(Box<VirtualMachineInstantCloneSpec>),
-    VirtualMachineLegacyNetworkSwitchInfo(Box<VirtualMachineLegacyNetworkSwitchInfo>),
-    VirtualMachineMemoryAllocationPolicy(Box<VirtualMachineMemoryAllocationPolicy>),
-    #[cfg(feature = "admin")] VirtualMachineMemoryReservationInfo(Box<VirtualMachineMemoryReservationInfo>),
-    #[cfg(feature = "admin")] VirtualMachineMemoryReservationSpec(Box<VirtualMachineMemoryReservationSpec>),
-    VirtualMachineMessage(Box<VirtualMachineMessage>),
-    VirtualMachineMetadataManagerVmMetadata(Box<VirtualMachineMetadataManagerVmMetadata>),
-    VirtualMachineMetadataManagerVmMetadataInput(Box<VirtualMachineMetadataManagerVmMetadataInput>),
-    VirtualMachineMetadataManagerVmMetadataOp(Box<VirtualMachineMetadataManagerVmMetadataOp>),
-    VirtualMachineMetadataManagerVmMetadataOwner(Box<VirtualMachineMetadataManagerVmMetadataOwner>),
-    VirtualMachineMetadataManagerVmMetadataOwnerOwner(Box<VirtualMachineMetadataManagerVmMetadataOwnerOwner>),
-    VirtualMachineMetadataManagerVmMetadataResult(Box<VirtualMachineMetadataManagerVmMetadataResult>),
-    VirtualMachineMksConnection(Box<VirtualMachineMksConnection>),
-    VirtualMachineMksTicket(Box<VirtualMachineMksTicket>),
-    VirtualMachineMovePriority(Box<VirtualMachineMovePriority>),
-    VirtualMachineNeedSecondaryReason(Box<VirtualMachineNeedSecondaryReason>),
-    VirtualMachineNetworkInfo(Box<VirtualMachineNetworkInfo>),
-    VirtualMachineNetworkShaperInfo(Box<VirtualMachineNetworkShaperInfo>),
-    VirtualMachineParallelInfo(Box<VirtualMachineParallelInfo>),
-    VirtualMachinePciPassthroughInfo(Box<VirtualMachinePciPassthroughInfo>),
-    VirtualMachinePciSharedGpuPassthroughInfo(Box<VirtualMachinePciSharedGpuPassthroughInfo>),
-    VirtualMachinePowerOffBehavior(Box<VirtualMachinePowerOffBehavior>),
-    VirtualMachinePowerOpType(Box<VirtualMachinePowerOpType>),
-    VirtualMachinePowerState(Box<VirtualMachinePowerState>),
-    VirtualMachinePrecisionClockInfo(Box<VirtualMachinePrecisionClockInfo>),
-    VirtualMachineProfileDetails(Box<VirtualMachineProfileDetails>),
-    VirtualMachineProfileDetailsDiskProfileDetails(Box<VirtualMachineProfileDetailsDiskProfileDetails>),
-    VirtualMachineProfileRawData(Box<VirtualMachineProfileRawData>),
-    VirtualMachineProfileSpec(Box<VirtualMachineProfileSpec>),
-    VirtualMachinePropertyRelation(Box<VirtualMachinePropertyRelation>),
-    VirtualMachineQuestionInfo(Box<VirtualMachineQuestionInfo>),
-    VirtualMachineQuickStats(Box<VirtualMachineQuickStats>),
-    VirtualMachineQuickStatsMemoryTierStats(Box<VirtualMachineQuickStatsMemoryTierStats>),
-    VirtualMachineRecordReplayState(Box<VirtualMachineRecordReplayState>),
-    VirtualMachineRelocateDiskMoveOptions(Box<VirtualMachineRelocateDiskMoveOptions>),
-    VirtualMachineRelocateSpec(Box<VirtualMachineRelocateSpec>),
-    VirtualMachineRelocateSpecDiskLocator(Box<VirtualMachineRelocateSpecDiskLocator>),
-    VirtualMachineRelocateSpecDiskLocatorBackingSpec(Box<VirtualMachineRelocateSpecDiskLocatorBackingSpec>),
-    VirtualMachineRelocateTransformation(Box<VirtualMachineRelocateTransformation>),
+    VmwareDistributedVirtualSwitchPvlanPortType(Box<VmwareDistributedVirtualSwitchPvlanPortType>),
+    VsanDiskIssueType(Box<VsanDiskIssueType>),
+    VsanHostDecommissionModeObjectAction(Box<VsanHostDecommissionModeObjectAction>),
+    VsanHostDiskResultState(Box<VsanHostDiskResultState>),
+    VsanHostHealthState(Box<VsanHostHealthState>),
+    VsanHostNodeState(Box<VsanHostNodeState>),
+    VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(Box<VsanUpgradeSystemUpgradeHistoryDiskGroupOpType>),
+    VslmVsoPostRelocateChangeMetadataOperation(Box<VslmVsoPostRelocateChangeMetadataOperation>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -529,132 +410,17 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineFloppyInfo(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineForkConfigInfo(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineForkConfigInfoChildType(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestArchitecture(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestIntegrityInfo(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestMonitoringModeInfo(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestOsFamily(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestOsIdentifier(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestQuiesceSpec(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestRebootStatus(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestState(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineGuestSummary(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineHtSharing(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineIdeDiskDeviceInfo(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineIdeDiskDevicePartitionInfo(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineImportSpec(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineIndependentFilterSpec(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineInstantCloneSpec(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineLegacyNetworkSwitchInfo(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryAllocationPolicy(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryReservationInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryReservationSpec(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMessage(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadata(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadataInput(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadataOp(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadataOwner(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadataResult(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMksConnection(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMksTicket(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMovePriority(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineNeedSecondaryReason(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineNetworkShaperInfo(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineParallelInfo(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePciPassthroughInfo(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePciSharedGpuPassthroughInfo(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePowerOffBehavior(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePowerOpType(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePowerState(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePrecisionClockInfo(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineProfileDetails(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineProfileDetailsDiskProfileDetails(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineProfileRawData(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineProfileSpec(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachinePropertyRelation(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineQuestionInfo(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineQuickStats(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineQuickStatsMemoryTierStats(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRecordReplayState(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRelocateDiskMoveOptions(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRelocateSpec(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRelocateSpecDiskLocator(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineRelocateTransformation(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::VirtualMachineFloppyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineForkConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineForkConfigInfoChildType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestArchitecture(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestIntegrityInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestMonitoringModeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestOsFamily(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestOsIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestQuiesceSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestRebootStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineGuestSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineHtSharing(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineIdeDiskDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineImportSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineIndependentFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineInstantCloneSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineLegacyNetworkSwitchInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMemoryAllocationPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMessage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMetadataManagerVmMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMetadataManagerVmMetadataInput(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMetadataManagerVmMetadataOp(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMetadataManagerVmMetadataResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMksConnection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMksTicket(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMovePriority(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineNeedSecondaryReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineNetworkShaperInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineParallelInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachinePciPassthroughInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachinePowerOffBehavior(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachinePowerOpType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachinePowerState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachinePrecisionClockInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineProfileDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineProfileRawData(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineProfileSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachinePropertyRelation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineQuestionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineQuickStats(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineQuickStatsMemoryTierStats(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineRecordReplayState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineRelocateDiskMoveOptions(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineRelocateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineRelocateSpecDiskLocator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineRelocateTransformation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VsanDiskIssueType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VsanHostDecommissionModeObjectAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VsanHostDiskResultState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VsanHostHealthState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VsanHostNodeState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VslmVsoPostRelocateChangeMetadataOperation(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -668,62 +434,14 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::VirtualMachineFloppyInfo(_) => "VirtualMachineFloppyInfo",
-            Object::VirtualMachineForkConfigInfo(_) => "VirtualMachineForkConfigInfo",
-            Object::VirtualMachineForkConfigInfoChildType(_) => "VirtualMachineForkConfigInfoChildType",
-            Object::VirtualMachineGuestArchitecture(_) => "VirtualMachineGuestArchitecture",
-            Object::VirtualMachineGuestIntegrityInfo(_) => "VirtualMachineGuestIntegrityInfo",
-            Object::VirtualMachineGuestMonitoringModeInfo(_) => "VirtualMachineGuestMonitoringModeInfo",
-            Object::VirtualMachineGuestOsFamily(_) => "VirtualMachineGuestOsFamily",
-            Object::VirtualMachineGuestOsIdentifier(_) => "VirtualMachineGuestOsIdentifier",
-            Object::VirtualMachineGuestQuiesceSpec(_) => "VirtualMachineGuestQuiesceSpec",
-            Object::VirtualMachineGuestRebootStatus(_) => "VirtualMachineGuestRebootStatus",
-            Object::VirtualMachineGuestState(_) => "VirtualMachineGuestState",
-            Object::VirtualMachineGuestSummary(_) => "VirtualMachineGuestSummary",
-            Object::VirtualMachineHtSharing(_) => "VirtualMachineHtSharing",
-            Object::VirtualMachineIdeDiskDeviceInfo(_) => "VirtualMachineIdeDiskDeviceInfo",
-            Object::VirtualMachineIdeDiskDevicePartitionInfo(_) => "VirtualMachineIdeDiskDevicePartitionInfo",
-            Object::VirtualMachineImportSpec(_) => "VirtualMachineImportSpec",
-            Object::VirtualMachineIndependentFilterSpec(_) => "VirtualMachineIndependentFilterSpec",
-            Object::VirtualMachineInstantCloneSpec(_) => "VirtualMachineInstantCloneSpec",
-            Object::VirtualMachineLegacyNetworkSwitchInfo(_) => "VirtualMachineLegacyNetworkSwitchInfo",
-            Object::VirtualMachineMemoryAllocationPolicy(_) => "VirtualMachineMemoryAllocationPolicy",
-            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationInfo(_) => "VirtualMachineMemoryReservationInfo",
-            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(_) => "VirtualMachineMemoryReservationSpec",
-            Object::VirtualMachineMessage(_) => "VirtualMachineMessage",
-            Object::VirtualMachineMetadataManagerVmMetadata(_) => "VirtualMachineMetadataManagerVmMetadata",
-            Object::VirtualMachineMetadataManagerVmMetadataInput(_) => "VirtualMachineMetadataManagerVmMetadataInput",
-            Object::VirtualMachineMetadataManagerVmMetadataOp(_) => "VirtualMachineMetadataManagerVmMetadataOp",
-            Object::VirtualMachineMetadataManagerVmMetadataOwner(_) => "VirtualMachineMetadataManagerVmMetadataOwner",
-            Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(_) => "VirtualMachineMetadataManagerVmMetadataOwnerOwner",
-            Object::VirtualMachineMetadataManagerVmMetadataResult(_) => "VirtualMachineMetadataManagerVmMetadataResult",
-            Object::VirtualMachineMksConnection(_) => "VirtualMachineMksConnection",
-            Object::VirtualMachineMksTicket(_) => "VirtualMachineMksTicket",
-            Object::VirtualMachineMovePriority(_) => "VirtualMachineMovePriority",
-            Object::VirtualMachineNeedSecondaryReason(_) => "VirtualMachineNeedSecondaryReason",
-            Object::VirtualMachineNetworkInfo(_) => "VirtualMachineNetworkInfo",
-            Object::VirtualMachineNetworkShaperInfo(_) => "VirtualMachineNetworkShaperInfo",
-            Object::VirtualMachineParallelInfo(_) => "VirtualMachineParallelInfo",
-            Object::VirtualMachinePciPassthroughInfo(_) => "VirtualMachinePciPassthroughInfo",
-            Object::VirtualMachinePciSharedGpuPassthroughInfo(_) => "VirtualMachinePciSharedGpuPassthroughInfo",
-            Object::VirtualMachinePowerOffBehavior(_) => "VirtualMachinePowerOffBehavior",
-            Object::VirtualMachinePowerOpType(_) => "VirtualMachinePowerOpType",
-            Object::VirtualMachinePowerState(_) => "VirtualMachinePowerState",
-            Object::VirtualMachinePrecisionClockInfo(_) => "VirtualMachinePrecisionClockInfo",
-            Object::VirtualMachineProfileDetails(_) => "VirtualMachineProfileDetails",
-            Object::VirtualMachineProfileDetailsDiskProfileDetails(_) => "VirtualMachineProfileDetailsDiskProfileDetails",
-            Object::VirtualMachineProfileRawData(_) => "VirtualMachineProfileRawData",
-            Object::VirtualMachineProfileSpec(_) => "VirtualMachineProfileSpec",
-            Object::VirtualMachinePropertyRelation(_) => "VirtualMachinePropertyRelation",
-            Object::VirtualMachineQuestionInfo(_) => "VirtualMachineQuestionInfo",
-            Object::VirtualMachineQuickStats(_) => "VirtualMachineQuickStats",
-            Object::VirtualMachineQuickStatsMemoryTierStats(_) => "VirtualMachineQuickStatsMemoryTierStats",
-            Object::VirtualMachineRecordReplayState(_) => "VirtualMachineRecordReplayState",
-            Object::VirtualMachineRelocateDiskMoveOptions(_) => "VirtualMachineRelocateDiskMoveOptions",
-            Object::VirtualMachineRelocateSpec(_) => "VirtualMachineRelocateSpec",
-            Object::VirtualMachineRelocateSpecDiskLocator(_) => "VirtualMachineRelocateSpecDiskLocator",
-            Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(_) => "VirtualMachineRelocateSpecDiskLocatorBackingSpec",
-            Object::VirtualMachineRelocateTransformation(_) => "VirtualMachineRelocateTransformation",
+            Object::VmwareDistributedVirtualSwitchPvlanPortType(_) => "VmwareDistributedVirtualSwitchPvlanPortType",
+            Object::VsanDiskIssueType(_) => "VsanDiskIssueType",
+            Object::VsanHostDecommissionModeObjectAction(_) => "VsanHostDecommissionModeObjectAction",
+            Object::VsanHostDiskResultState(_) => "VsanHostDiskResultState",
+            Object::VsanHostHealthState(_) => "VsanHostHealthState",
+            Object::VsanHostNodeState(_) => "VsanHostNodeState",
+            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(_) => "VsanUpgradeSystemUpgradeHistoryDiskGroupOpType",
+            Object::VslmVsoPostRelocateChangeMetadataOperation(_) => "VslmVsoPostRelocateChangeMetadataOperation",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -743,959 +461,143 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::VirtualMachineFloppyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineForkConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineForkConfigInfoChildType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestArchitecture(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestIntegrityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestMonitoringModeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestOsFamily(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestOsIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestQuiesceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestRebootStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineGuestSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineHtSharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineIdeDiskDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineImportSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineIndependentFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineInstantCloneSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineLegacyNetworkSwitchInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMemoryAllocationPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMetadataManagerVmMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMetadataManagerVmMetadataInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMetadataManagerVmMetadataOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMetadataManagerVmMetadataResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMksConnection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMksTicket(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMovePriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineNeedSecondaryReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineNetworkShaperInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineParallelInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachinePciPassthroughInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachinePowerOffBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachinePowerOpType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachinePowerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachinePrecisionClockInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineProfileDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineProfileRawData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineProfileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachinePropertyRelation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineQuestionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineQuickStats(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineQuickStatsMemoryTierStats(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineRecordReplayState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineRelocateDiskMoveOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineRelocateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineRelocateSpecDiskLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineRelocateTransformation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VsanDiskIssueType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VsanHostDecommissionModeObjectAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VsanHostDiskResultState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VsanHostHealthState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VsanHostNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VslmVsoPostRelocateChangeMetadataOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for VirtualMachineFloppyInfo {
+impl x::ObjectType for VmwareDistributedVirtualSwitchPvlanPortType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineFloppyInfo(value)
+        Object::VmwareDistributedVirtualSwitchPvlanPortType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFloppyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFloppyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineForkConfigInfo {
+impl x::ObjectType for VsanDiskIssueType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineForkConfigInfo(value)
+        Object::VsanDiskIssueType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineForkConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VsanDiskIssueType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineForkConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VsanDiskIssueType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineForkConfigInfoChildType {
+impl x::ObjectType for VsanHostDecommissionModeObjectAction {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineForkConfigInfoChildType(value)
+        Object::VsanHostDecommissionModeObjectAction(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineForkConfigInfoChildType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VsanHostDecommissionModeObjectAction(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineForkConfigInfoChildType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VsanHostDecommissionModeObjectAction(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineGuestArchitecture {
+impl x::ObjectType for VsanHostDiskResultState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestArchitecture(value)
+        Object::VsanHostDiskResultState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestArchitecture(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VsanHostDiskResultState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestArchitecture(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VsanHostDiskResultState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineGuestIntegrityInfo {
+impl x::ObjectType for VsanHostHealthState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestIntegrityInfo(value)
+        Object::VsanHostHealthState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestIntegrityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VsanHostHealthState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestIntegrityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VsanHostHealthState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineGuestMonitoringModeInfo {
+impl x::ObjectType for VsanHostNodeState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestMonitoringModeInfo(value)
+        Object::VsanHostNodeState(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestMonitoringModeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VsanHostNodeState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestMonitoringModeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VsanHostNodeState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineGuestOsFamily {
+impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryDiskGroupOpType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestOsFamily(value)
+        Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestOsFamily(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestOsFamily(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineGuestOsIdentifier {
+impl x::ObjectType for VslmVsoPostRelocateChangeMetadataOperation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestOsIdentifier(value)
+        Object::VslmVsoPostRelocateChangeMetadataOperation(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestOsIdentifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestOsIdentifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineGuestQuiesceSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestQuiesceSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestQuiesceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestQuiesceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineGuestRebootStatus {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestRebootStatus(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestRebootStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestRebootStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineGuestState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineGuestSummary {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineGuestSummary(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineHtSharing {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineHtSharing(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineHtSharing(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineHtSharing(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineIdeDiskDeviceInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineIdeDiskDeviceInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineIdeDiskDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineIdeDiskDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineIdeDiskDevicePartitionInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineIdeDiskDevicePartitionInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineImportSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineImportSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineImportSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineImportSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineIndependentFilterSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineIndependentFilterSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineIndependentFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineIndependentFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineInstantCloneSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineInstantCloneSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineInstantCloneSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineInstantCloneSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineLegacyNetworkSwitchInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineLegacyNetworkSwitchInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineLegacyNetworkSwitchInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineLegacyNetworkSwitchInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMemoryAllocationPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMemoryAllocationPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMemoryAllocationPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMemoryAllocationPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VirtualMachineMemoryReservationInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMemoryReservationInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMemoryReservationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMemoryReservationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for VirtualMachineMemoryReservationSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMemoryReservationSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMemoryReservationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMemoryReservationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMessage {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMessage(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMetadataManagerVmMetadata {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMetadataManagerVmMetadata(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataInput {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMetadataManagerVmMetadataInput(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataInput(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataInput(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataOp {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMetadataManagerVmMetadataOp(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataOwner {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMetadataManagerVmMetadataOwner(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataOwnerOwner {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataResult {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMetadataManagerVmMetadataResult(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMksConnection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMksConnection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMksConnection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMksConnection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMksTicket {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMksTicket(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMksTicket(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMksTicket(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineMovePriority {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineMovePriority(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMovePriority(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMovePriority(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineNeedSecondaryReason {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineNeedSecondaryReason(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineNeedSecondaryReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineNeedSecondaryReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineNetworkInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineNetworkInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineNetworkShaperInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineNetworkShaperInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineNetworkShaperInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineNetworkShaperInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineParallelInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineParallelInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineParallelInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineParallelInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachinePciPassthroughInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachinePciPassthroughInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePciPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePciPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachinePciSharedGpuPassthroughInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachinePciSharedGpuPassthroughInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachinePowerOffBehavior {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachinePowerOffBehavior(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePowerOffBehavior(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePowerOffBehavior(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachinePowerOpType {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachinePowerOpType(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePowerOpType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePowerOpType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachinePowerState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachinePowerState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePowerState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePowerState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachinePrecisionClockInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachinePrecisionClockInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePrecisionClockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePrecisionClockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineProfileDetails {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineProfileDetails(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineProfileDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineProfileDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineProfileDetailsDiskProfileDetails {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineProfileDetailsDiskProfileDetails(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineProfileRawData {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineProfileRawData(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineProfileRawData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineProfileRawData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineProfileSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineProfileSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineProfileSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineProfileSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachinePropertyRelation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachinePropertyRelation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePropertyRelation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePropertyRelation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineQuestionInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineQuestionInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineQuestionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineQuestionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineQuickStats {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineQuickStats(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineQuickStats(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineQuickStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineQuickStatsMemoryTierStats {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineQuickStatsMemoryTierStats(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineQuickStatsMemoryTierStats(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineQuickStatsMemoryTierStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineRecordReplayState {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineRecordReplayState(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRecordReplayState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRecordReplayState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineRelocateDiskMoveOptions {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineRelocateDiskMoveOptions(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateDiskMoveOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateDiskMoveOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineRelocateSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineRelocateSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineRelocateSpecDiskLocator {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineRelocateSpecDiskLocator(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateSpecDiskLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateSpecDiskLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VirtualMachineRelocateTransformation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VirtualMachineRelocateTransformation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateTransformation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateTransformation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Ok(v), other => Err(other), }
     }
 }

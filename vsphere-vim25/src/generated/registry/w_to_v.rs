@@ -149,27 +149,42 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        2 => return Some(x::decode_struct_object::<WaitOptions>(r)),
+        #[cfg(feature = "all-faults")] 3 => return Some(x::decode_struct_object::<WakeOnLanNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 4 => return Some(x::decode_struct_object::<WakeOnLanNotSupportedByVmotionNIC>(r)),
+        #[cfg(feature = "all-events")] 5 => return Some(x::decode_struct_object::<WarningUpgradeEvent>(r)),
+        #[cfg(feature = "admin")] 7 => return Some(x::decode_struct_object::<WeeklyTaskScheduler>(r)),
+        #[cfg(feature = "all-faults")] 8 => return Some(x::decode_struct_object::<WillLoseHAProtection>(r)),
+        #[cfg(feature = "all-faults")] 10 => return Some(x::decode_struct_object::<WillModifyConfigCpuRequirements>(r)),
+        #[cfg(feature = "all-faults")] 11 => return Some(x::decode_struct_object::<WillResetSnapshotDirectory>(r)),
+        12 => return Some(x::decode_struct_object::<WinNetBIOSConfigInfo>(r)),
+        #[cfg(feature = "all-faults")] 13 => return Some(x::decode_struct_object::<WipeDiskFault>(r)),
+        #[cfg(feature = "admin")] 14 => return Some(x::decode_struct_object::<WitnessNodeInfo>(r)),
+        35 => return Some(x::decode_struct_object::<VslmInfrastructureObjectPolicy>(r)),
+        36 => return Some(x::decode_struct_object::<VslmInfrastructureObjectPolicySpec>(r)),
+        37 => return Some(x::decode_struct_object::<VslmVClockInfo>(r)),
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeekOfMonth(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtectionResolution(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmDiskInfoFlag(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmVStorageObjectControlFlag(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    WaitOptions(Box<WaitOptions>),
-    #[cfg(feature = "all-faults")] WakeOnLanNotSupported(Box<WakeOnLanNotSupported>),
-    #[cfg(feature = "all-faults")] WakeOnLanNotSupportedByVmotionNIC(Box<WakeOnLanNotSupportedByVmotionNIC>),
-    #[cfg(feature = "all-events")] WarningUpgradeEvent(Box<WarningUpgradeEvent>),
     #[cfg(feature = "admin")] WeekOfMonth(Box<WeekOfMonth>),
-    #[cfg(feature = "admin")] WeeklyTaskScheduler(Box<WeeklyTaskScheduler>),
-    #[cfg(feature = "all-faults")] WillLoseHAProtection(Box<WillLoseHAProtection>),
     WillLoseHAProtectionResolution(Box<WillLoseHAProtectionResolution>),
-    #[cfg(feature = "all-faults")] WillModifyConfigCpuRequirements(Box<WillModifyConfigCpuRequirements>),
-    #[cfg(feature = "all-faults")] WillResetSnapshotDirectory(Box<WillResetSnapshotDirectory>),
-    WinNetBIOSConfigInfo(Box<WinNetBIOSConfigInfo>),
-    #[cfg(feature = "all-faults")] WipeDiskFault(Box<WipeDiskFault>),
-    #[cfg(feature = "admin")] WitnessNodeInfo(Box<WitnessNodeInfo>),
     VslmDiskInfoFlag(Box<VslmDiskInfoFlag>),
-    VslmInfrastructureObjectPolicy(Box<VslmInfrastructureObjectPolicy>),
-    VslmInfrastructureObjectPolicySpec(Box<VslmInfrastructureObjectPolicySpec>),
-    VslmVClockInfo(Box<VslmVClockInfo>),
     VslmVStorageObjectControlFlag(Box<VslmVStorageObjectControlFlag>),
 }
 
@@ -179,55 +194,12 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WaitOptions(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupportedByVmotionNIC(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WarningUpgradeEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeekOfMonth(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeeklyTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtection(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtectionResolution(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillModifyConfigCpuRequirements(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillResetSnapshotDirectory(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WinNetBIOSConfigInfo(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WipeDiskFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WitnessNodeInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmDiskInfoFlag(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmInfrastructureObjectPolicy(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmInfrastructureObjectPolicySpec(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmVClockInfo(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmVStorageObjectControlFlag(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::WaitOptions(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::WeekOfMonth(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::WeeklyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => std::fmt::Debug::fmt(&**v, f),
             Object::WillLoseHAProtectionResolution(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WinNetBIOSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::WitnessNodeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmDiskInfoFlag(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VslmInfrastructureObjectPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VslmInfrastructureObjectPolicySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VslmVClockInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmVStorageObjectControlFlag(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -242,23 +214,9 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::WaitOptions(_) => "WaitOptions",
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(_) => "WakeOnLanNotSupported",
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(_) => "WakeOnLanNotSupportedByVmotionNIC",
-            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(_) => "WarningUpgradeEvent",
             #[cfg(feature = "admin")] Object::WeekOfMonth(_) => "WeekOfMonth",
-            #[cfg(feature = "admin")] Object::WeeklyTaskScheduler(_) => "WeeklyTaskScheduler",
-            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(_) => "WillLoseHAProtection",
             Object::WillLoseHAProtectionResolution(_) => "WillLoseHAProtectionResolution",
-            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(_) => "WillModifyConfigCpuRequirements",
-            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(_) => "WillResetSnapshotDirectory",
-            Object::WinNetBIOSConfigInfo(_) => "WinNetBIOSConfigInfo",
-            #[cfg(feature = "all-faults")] Object::WipeDiskFault(_) => "WipeDiskFault",
-            #[cfg(feature = "admin")] Object::WitnessNodeInfo(_) => "WitnessNodeInfo",
             Object::VslmDiskInfoFlag(_) => "vslmDiskInfoFlag",
-            Object::VslmInfrastructureObjectPolicy(_) => "vslmInfrastructureObjectPolicy",
-            Object::VslmInfrastructureObjectPolicySpec(_) => "vslmInfrastructureObjectPolicySpec",
-            Object::VslmVClockInfo(_) => "vslmVClockInfo",
             Object::VslmVStorageObjectControlFlag(_) => "vslmVStorageObjectControlFlag",
         }
     }
@@ -279,92 +237,14 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::WaitOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::WeekOfMonth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::WeeklyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::WillLoseHAProtectionResolution(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WinNetBIOSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::WitnessNodeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmDiskInfoFlag(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VslmInfrastructureObjectPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VslmInfrastructureObjectPolicySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VslmVClockInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmVStorageObjectControlFlag(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-impl x::ObjectType for WaitOptions {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WaitOptions(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WaitOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WaitOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for WakeOnLanNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WakeOnLanNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WakeOnLanNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WakeOnLanNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for WakeOnLanNotSupportedByVmotionNIC {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WakeOnLanNotSupportedByVmotionNIC(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WakeOnLanNotSupportedByVmotionNIC(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WakeOnLanNotSupportedByVmotionNIC(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for WarningUpgradeEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WarningUpgradeEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WarningUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WarningUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 #[cfg(feature = "admin")] impl x::ObjectType for WeekOfMonth {
     type Object = Object;
@@ -379,38 +259,6 @@ impl x::ObjectType for WaitOptions {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::WeekOfMonth(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for WeeklyTaskScheduler {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WeeklyTaskScheduler(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WeeklyTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WeeklyTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for WillLoseHAProtection {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WillLoseHAProtection(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WillLoseHAProtection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WillLoseHAProtection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -430,86 +278,6 @@ impl x::ObjectType for WillLoseHAProtectionResolution {
     }
 }
 
-#[cfg(feature = "all-faults")] impl x::ObjectType for WillModifyConfigCpuRequirements {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WillModifyConfigCpuRequirements(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WillModifyConfigCpuRequirements(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WillModifyConfigCpuRequirements(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for WillResetSnapshotDirectory {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WillResetSnapshotDirectory(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WillResetSnapshotDirectory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WillResetSnapshotDirectory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for WinNetBIOSConfigInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WinNetBIOSConfigInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WinNetBIOSConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WinNetBIOSConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for WipeDiskFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WipeDiskFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WipeDiskFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WipeDiskFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for WitnessNodeInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::WitnessNodeInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WitnessNodeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WitnessNodeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
 impl x::ObjectType for VslmDiskInfoFlag {
     type Object = Object;
     #[inline]
@@ -523,54 +291,6 @@ impl x::ObjectType for VslmDiskInfoFlag {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::VslmDiskInfoFlag(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VslmInfrastructureObjectPolicy {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VslmInfrastructureObjectPolicy(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmInfrastructureObjectPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmInfrastructureObjectPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VslmInfrastructureObjectPolicySpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VslmInfrastructureObjectPolicySpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmInfrastructureObjectPolicySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmInfrastructureObjectPolicySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for VslmVClockInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::VslmVClockInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmVClockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmVClockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 

@@ -102,44 +102,46 @@ impl AnyAction {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
-            Ok(chunks::a_1::Object::Action(v)) => return Ok(Self::Action(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
-            Ok(chunks::c_3::Object::CreateTaskAction(v)) => {
-                return Ok(Self::CreateTaskAction(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "Action" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::Action(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
-            Ok(chunks::l_to_m::Object::MethodAction(v)) => {
-                return Ok(Self::MethodAction(v));
+            "CreateTaskAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CreateTaskAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
-            Ok(chunks::r_2::Object::RunScriptAction(v)) => {
-                return Ok(Self::RunScriptAction(v));
+            "MethodAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MethodAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::SendEmailAction(v)) => {
-                return Ok(Self::SendEmailAction(v));
+            "RunScriptAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RunScriptAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_1::Object::SendSNMPAction(v)) => {
-                return Ok(Self::SendSNMPAction(v));
+            "SendEmailAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SendEmailAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "SendSNMPAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SendSNMPAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyAction {
@@ -356,23 +358,28 @@ impl AnyAlarmAction {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
-            Ok(chunks::a_1::Object::AlarmAction(v)) => return Ok(Self::AlarmAction(v)),
-            Ok(chunks::a_1::Object::AlarmTriggeringAction(v)) => {
-                return Ok(Self::AlarmTriggeringAction(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "AlarmAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            Ok(chunks::f_to_g::Object::GroupAlarmAction(v)) => {
-                return Ok(Self::GroupAlarmAction(v));
+            "AlarmTriggeringAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmTriggeringAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "GroupAlarmAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GroupAlarmAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyAlarmAction {
@@ -561,46 +568,46 @@ impl AnyAlarmExpression {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
-            Ok(chunks::a_1::Object::AlarmExpression(v)) => {
-                return Ok(Self::AlarmExpression(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "AlarmExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::a_1::Object::AndAlarmExpression(v)) => {
-                return Ok(Self::AndAlarmExpression(v));
+            "AndAlarmExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AndAlarmExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
-            Ok(chunks::e::Object::EventAlarmExpression(v)) => {
-                return Ok(Self::EventAlarmExpression(v));
+            "EventAlarmExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EventAlarmExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
-            Ok(chunks::l_to_m::Object::MetricAlarmExpression(v)) => {
-                return Ok(Self::MetricAlarmExpression(v));
+            "MetricAlarmExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MetricAlarmExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            Ok(chunks::o_1::Object::OrAlarmExpression(v)) => {
-                return Ok(Self::OrAlarmExpression(v));
+            "OrAlarmExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OrAlarmExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
-            Ok(chunks::s_2::Object::StateAlarmExpression(v)) => {
-                return Ok(Self::StateAlarmExpression(v));
+            "StateAlarmExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StateAlarmExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyAlarmExpression {
@@ -821,17 +828,24 @@ impl AnyAlarmSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::a_1::Object::AlarmSpec(v)) => return Ok(Self::AlarmSpec(v)),
+            "AlarmSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "admin")]
-            Ok(chunks::a_1::Object::AlarmInfo(v)) => return Ok(Self::AlarmInfo(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "AlarmInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -1013,21 +1027,28 @@ impl AnyAnswerFileCreateSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
-            Ok(chunks::a_1::Object::AnswerFileCreateSpec(v)) => {
-                return Ok(Self::AnswerFileCreateSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "AnswerFileCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AnswerFileCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::a_1::Object::AnswerFileOptionsCreateSpec(v)) => {
-                return Ok(Self::AnswerFileOptionsCreateSpec(v));
+            "AnswerFileOptionsCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AnswerFileOptionsCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::a_1::Object::AnswerFileSerializedCreateSpec(v)) => {
-                return Ok(Self::AnswerFileSerializedCreateSpec(v));
+            "AnswerFileSerializedCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AnswerFileSerializedCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyAnswerFileCreateSpec {
@@ -1503,213 +1524,256 @@ impl AnyApplyProfile {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
-            Ok(chunks::a_1::Object::ActiveDirectoryProfile(v)) => {
-                return Ok(Self::ActiveDirectoryProfile(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ApplyProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ApplyProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::a_2::Object>(object) {
-            Ok(chunks::a_2::Object::ApplyProfile(v)) => return Ok(Self::ApplyProfile(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
-            Ok(chunks::a_9::Object::AuthenticationProfile(v)) => {
-                return Ok(Self::AuthenticationProfile(v));
+            "ActiveDirectoryProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ActiveDirectoryProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
-            Ok(chunks::d_2::Object::DateTimeProfile(v)) => {
-                return Ok(Self::DateTimeProfile(v));
+            "AuthenticationProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AuthenticationProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
-            Ok(chunks::d_5::Object::DvsHostVNicProfile(v)) => {
-                return Ok(Self::DvsHostVNicProfile(v));
+            "DateTimeProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DateTimeProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsProfile(v)) => return Ok(Self::DvsProfile(v)),
-            Ok(chunks::d_5::Object::DvsServiceConsoleVNicProfile(v)) => {
-                return Ok(Self::DvsServiceConsoleVNicProfile(v));
+            "DvsHostVNicProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsHostVNicProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsVNicProfile(v)) => {
-                return Ok(Self::DvsVNicProfile(v));
+            "DvsProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            Ok(chunks::e_to_f::Object::FirewallProfile(v)) => {
-                return Ok(Self::FirewallProfile(v));
+            "DvsServiceConsoleVNicProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsServiceConsoleVNicProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::e_to_f::Object::FirewallProfileRulesetProfile(v)) => {
-                return Ok(Self::FirewallProfileRulesetProfile(v));
+            "DvsVNicProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsVNicProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
-            Ok(chunks::h_1::Object::HostApplyProfile(v)) => {
-                return Ok(Self::HostApplyProfile(v));
+            "FirewallProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FirewallProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
-            Ok(chunks::h_5::Object::HostMemoryProfile(v)) => {
-                return Ok(Self::HostMemoryProfile(v));
+            "FirewallProfileRulesetProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FirewallProfileRulesetProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
-            Ok(chunks::h_7::Object::HostPortGroupProfile(v)) => {
-                return Ok(Self::HostPortGroupProfile(v));
+            "HostApplyProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostApplyProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
-            Ok(chunks::i_2::Object::IpAddressProfile(v)) => {
-                return Ok(Self::IpAddressProfile(v));
+            "HostMemoryProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostMemoryProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_2::Object::IpRouteProfile(v)) => {
-                return Ok(Self::IpRouteProfile(v));
+            "HostPortGroupProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostPortGroupProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
-            Ok(chunks::j_to_l::Object::LinkProfile(v)) => return Ok(Self::LinkProfile(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
-            Ok(chunks::n_1::Object::NasStorageProfile(v)) => {
-                return Ok(Self::NasStorageProfile(v));
+            "IpAddressProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IpAddressProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_1::Object::NetStackInstanceProfile(v)) => {
-                return Ok(Self::NetStackInstanceProfile(v));
+            "IpRouteProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IpRouteProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_1::Object::NetworkPolicyProfile(v)) => {
-                return Ok(Self::NetworkPolicyProfile(v));
+            "LinkProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LinkProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_1::Object::NetworkProfile(v)) => {
-                return Ok(Self::NetworkProfile(v));
+            "NasStorageProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NasStorageProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_1::Object::NetworkProfileDnsConfigProfile(v)) => {
-                return Ok(Self::NetworkProfileDnsConfigProfile(v));
+            "NetStackInstanceProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetStackInstanceProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
-            Ok(chunks::n_2::Object::NsxHostVNicProfile(v)) => {
-                return Ok(Self::NsxHostVNicProfile(v));
+            "NetworkPolicyProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkPolicyProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_2::Object::NumPortsProfile(v)) => {
-                return Ok(Self::NumPortsProfile(v));
+            "NetworkProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            Ok(chunks::o_1::Object::OpaqueSwitchProfile(v)) => {
-                return Ok(Self::OpaqueSwitchProfile(v));
+            "NetworkProfileDnsConfigProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkProfileDnsConfigProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::o_1::Object::OptionProfile(v)) => {
-                return Ok(Self::OptionProfile(v));
+            "NsxHostVNicProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NsxHostVNicProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::PermissionProfile(v)) => {
-                return Ok(Self::PermissionProfile(v));
+            "NumPortsProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NumPortsProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::p_1::Object::PhysicalNicProfile(v)) => {
-                return Ok(Self::PhysicalNicProfile(v));
+            "OpaqueSwitchProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OpaqueSwitchProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
-            Ok(chunks::p_2::Object::PnicUplinkProfile(v)) => {
-                return Ok(Self::PnicUplinkProfile(v));
+            "OptionProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OptionProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::p_2::Object::PortGroupProfile(v)) => {
-                return Ok(Self::PortGroupProfile(v));
+            "PermissionProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PermissionProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::p_2::Object::ProfileApplyProfileElement(v)) => {
-                return Ok(Self::ProfileApplyProfileElement(v));
+            "PhysicalNicProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PhysicalNicProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::SecurityProfile(v)) => {
-                return Ok(Self::SecurityProfile(v));
+            "PnicUplinkProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PnicUplinkProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_1::Object::ServiceConsolePortGroupProfile(v)) => {
-                return Ok(Self::ServiceConsolePortGroupProfile(v));
+            "PortGroupProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PortGroupProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_1::Object::ServiceProfile(v)) => {
-                return Ok(Self::ServiceProfile(v));
+            "ProfileApplyProfileElement" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileApplyProfileElement(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
-            Ok(chunks::s_2::Object::StaticRouteProfile(v)) => {
-                return Ok(Self::StaticRouteProfile(v));
+            "SecurityProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SecurityProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
-            Ok(chunks::s_3::Object::StorageProfile(v)) => {
-                return Ok(Self::StorageProfile(v));
+            "ServiceConsolePortGroupProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ServiceConsolePortGroupProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::u::Object>(object) {
-            Ok(chunks::u::Object::UserGroupProfile(v)) => {
-                return Ok(Self::UserGroupProfile(v));
+            "ServiceProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ServiceProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::u::Object::UserProfile(v)) => return Ok(Self::UserProfile(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
-            Ok(chunks::v_10::Object::VmPortGroupProfile(v)) => {
-                return Ok(Self::VmPortGroupProfile(v));
+            "StaticRouteProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StaticRouteProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
-            Ok(chunks::v_8::Object::VirtualSwitchProfile(v)) => {
-                return Ok(Self::VirtualSwitchProfile(v));
+            "StorageProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSwitchSelectionProfile(v)) => {
-                return Ok(Self::VirtualSwitchSelectionProfile(v));
+            "UserGroupProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserGroupProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VlanProfile(v)) => return Ok(Self::VlanProfile(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "UserProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VirtualSwitchProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSwitchProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VirtualSwitchSelectionProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSwitchSelectionProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VlanProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VlanProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VmPortGroupProfile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmPortGroupProfile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyApplyProfile {

@@ -116,24 +116,34 @@ impl AnyBaseConfigInfoBackingInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
-            Ok(chunks::b_to_c::Object::BaseConfigInfoBackingInfo(v)) => {
-                return Ok(Self::BaseConfigInfoBackingInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "BaseConfigInfoBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BaseConfigInfoBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::b_to_c::Object::BaseConfigInfoDiskFileBackingInfo(v)) => {
-                return Ok(Self::BaseConfigInfoDiskFileBackingInfo(v));
+            "BaseConfigInfoDiskFileBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BaseConfigInfoDiskFileBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::b_to_c::Object::BaseConfigInfoFileBackingInfo(v)) => {
-                return Ok(Self::BaseConfigInfoFileBackingInfo(v));
+            "BaseConfigInfoFileBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BaseConfigInfoFileBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::b_to_c::Object::BaseConfigInfoRawDiskMappingBackingInfo(v)) => {
-                return Ok(Self::BaseConfigInfoRawDiskMappingBackingInfo(v));
+            "BaseConfigInfoRawDiskMappingBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BaseConfigInfoRawDiskMappingBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyBaseConfigInfoBackingInfo {
@@ -338,21 +348,28 @@ impl AnyBaseConfigInfoFileBackingInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
-            Ok(chunks::b_to_c::Object::BaseConfigInfoFileBackingInfo(v)) => {
-                return Ok(Self::BaseConfigInfoFileBackingInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "BaseConfigInfoFileBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BaseConfigInfoFileBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::b_to_c::Object::BaseConfigInfoDiskFileBackingInfo(v)) => {
-                return Ok(Self::BaseConfigInfoDiskFileBackingInfo(v));
+            "BaseConfigInfoDiskFileBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BaseConfigInfoDiskFileBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::b_to_c::Object::BaseConfigInfoRawDiskMappingBackingInfo(v)) => {
-                return Ok(Self::BaseConfigInfoRawDiskMappingBackingInfo(v));
+            "BaseConfigInfoRawDiskMappingBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BaseConfigInfoRawDiskMappingBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyBaseConfigInfoFileBackingInfo {
@@ -602,62 +619,70 @@ impl AnyClusterAction {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
-            Ok(chunks::b_to_c::Object::ClusterAction(v)) => {
-                return Ok(Self::ClusterAction(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ClusterAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterClusterInitialPlacementAction(v)) => {
-                return Ok(Self::ClusterClusterInitialPlacementAction(v));
+            "ClusterClusterInitialPlacementAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterClusterInitialPlacementAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterHostInfraUpdateHaModeAction(v)) => {
-                return Ok(Self::ClusterHostInfraUpdateHaModeAction(v));
+            "ClusterHostInfraUpdateHaModeAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterHostInfraUpdateHaModeAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterHostPowerAction(v)) => {
-                return Ok(Self::ClusterHostPowerAction(v));
+            "ClusterHostPowerAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterHostPowerAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterInitialPlacementAction(v)) => {
-                return Ok(Self::ClusterInitialPlacementAction(v));
+            "ClusterInitialPlacementAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterInitialPlacementAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterMigrationAction(v)) => {
-                return Ok(Self::ClusterMigrationAction(v));
+            "ClusterMigrationAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterMigrationAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
-            Ok(chunks::h_1::Object::HbrDiskMigrationAction(v)) => {
-                return Ok(Self::HbrDiskMigrationAction(v));
+            "HbrDiskMigrationAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HbrDiskMigrationAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::PlacementAction(v)) => {
-                return Ok(Self::PlacementAction(v));
+            "PlacementAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PlacementAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
-            Ok(chunks::s_3::Object::StorageMigrationAction(v)) => {
-                return Ok(Self::StorageMigrationAction(v));
+            "StorageMigrationAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageMigrationAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_3::Object::StoragePlacementAction(v)) => {
-                return Ok(Self::StoragePlacementAction(v));
+            "StoragePlacementAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StoragePlacementAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyClusterAction {
@@ -1017,25 +1042,35 @@ impl AnyClusterComputeResourceValidationResultBase {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_1::Object::ClusterComputeResourceValidationResultBase(v)) => {
-                return Ok(Self::ClusterComputeResourceValidationResultBase(v));
+            "ClusterComputeResourceValidationResultBase" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterComputeResourceValidationResultBase(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(
-                chunks::c_1::Object::ClusterComputeResourceDVSConfigurationValidation(v),
-            ) => return Ok(Self::ClusterComputeResourceDVSConfigurationValidation(v)),
+            "ClusterComputeResourceDVSConfigurationValidation" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::ClusterComputeResourceDVSConfigurationValidation(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "admin")]
-            Ok(
-                chunks::c_1::Object::ClusterComputeResourceHostConfigurationValidation(v),
-            ) => return Ok(Self::ClusterComputeResourceHostConfigurationValidation(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "ClusterComputeResourceHostConfigurationValidation" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::ClusterComputeResourceHostConfigurationValidation(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]

@@ -133,28 +133,34 @@ impl AnyClusterDasAdmissionControlInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterDasAdmissionControlInfo(v)) => {
-                return Ok(Self::ClusterDasAdmissionControlInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ClusterDasAdmissionControlInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDasAdmissionControlInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterFailoverHostAdmissionControlInfo(v)) => {
-                return Ok(Self::ClusterFailoverHostAdmissionControlInfo(v));
+            "ClusterFailoverHostAdmissionControlInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterFailoverHostAdmissionControlInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterFailoverLevelAdmissionControlInfo(v)) => {
-                return Ok(Self::ClusterFailoverLevelAdmissionControlInfo(v));
+            "ClusterFailoverLevelAdmissionControlInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterFailoverLevelAdmissionControlInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterFailoverResourcesAdmissionControlInfo(v)) => {
-                return Ok(Self::ClusterFailoverResourcesAdmissionControlInfo(v));
+            "ClusterFailoverResourcesAdmissionControlInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterFailoverResourcesAdmissionControlInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyClusterDasAdmissionControlInfo {
@@ -399,28 +405,34 @@ impl AnyClusterDasAdmissionControlPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterDasAdmissionControlPolicy(v)) => {
-                return Ok(Self::ClusterDasAdmissionControlPolicy(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ClusterDasAdmissionControlPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDasAdmissionControlPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterFailoverHostAdmissionControlPolicy(v)) => {
-                return Ok(Self::ClusterFailoverHostAdmissionControlPolicy(v));
+            "ClusterFailoverHostAdmissionControlPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterFailoverHostAdmissionControlPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterFailoverLevelAdmissionControlPolicy(v)) => {
-                return Ok(Self::ClusterFailoverLevelAdmissionControlPolicy(v));
+            "ClusterFailoverLevelAdmissionControlPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterFailoverLevelAdmissionControlPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(
-                chunks::c_2::Object::ClusterFailoverResourcesAdmissionControlPolicy(v),
-            ) => return Ok(Self::ClusterFailoverResourcesAdmissionControlPolicy(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "ClusterFailoverResourcesAdmissionControlPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterFailoverResourcesAdmissionControlPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyClusterDasAdmissionControlPolicy {
@@ -643,21 +655,24 @@ impl AnyClusterDasAdvancedRuntimeInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_1::Object::ClusterDasAdvancedRuntimeInfo(v)) => {
-                return Ok(Self::ClusterDasAdvancedRuntimeInfo(v));
+            "ClusterDasAdvancedRuntimeInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDasAdvancedRuntimeInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::c_1::Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v)) => {
-                return Ok(Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v));
+            "ClusterDasFailoverLevelAdvancedRuntimeInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -829,18 +844,22 @@ impl AnyClusterDasData {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterDasData(v)) => {
-                return Ok(Self::ClusterDasData(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ClusterDasData" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDasData(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_1::Object::ClusterDasDataSummary(v)) => {
-                return Ok(Self::ClusterDasDataSummary(v));
+            "ClusterDasDataSummary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDasDataSummary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyClusterDasData {
@@ -991,21 +1010,24 @@ impl AnyClusterDasHostInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_1::Object::ClusterDasHostInfo(v)) => {
-                return Ok(Self::ClusterDasHostInfo(v));
+            "ClusterDasHostInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDasHostInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::c_1::Object::ClusterDasAamHostInfo(v)) => {
-                return Ok(Self::ClusterDasAamHostInfo(v));
+            "ClusterDasAamHostInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDasAamHostInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]

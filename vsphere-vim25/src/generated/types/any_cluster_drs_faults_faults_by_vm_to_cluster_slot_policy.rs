@@ -91,22 +91,22 @@ impl AnyClusterDrsFaultsFaultsByVm {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterDrsFaultsFaultsByVirtualDisk(v)) => {
-                return Ok(Self::ClusterDrsFaultsFaultsByVirtualDisk(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ClusterDrsFaultsFaultsByVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDrsFaultsFaultsByVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterDrsFaultsFaultsByVm(v)) => {
-                return Ok(Self::ClusterDrsFaultsFaultsByVm(v));
+            "ClusterDrsFaultsFaultsByVirtualDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDrsFaultsFaultsByVirtualDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyClusterDrsFaultsFaultsByVm {
@@ -251,21 +251,28 @@ impl AnyClusterGroupInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterGroupInfo(v)) => {
-                return Ok(Self::ClusterGroupInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ClusterGroupInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterGroupInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterHostGroup(v)) => {
-                return Ok(Self::ClusterHostGroup(v));
+            "ClusterHostGroup" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterHostGroup(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterVmGroup(v)) => {
-                return Ok(Self::ClusterVmGroup(v));
+            "ClusterVmGroup" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterVmGroup(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyClusterGroupInfo {
@@ -465,25 +472,31 @@ impl AnyClusterProfileConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_2::Object::ClusterProfileConfigSpec(v)) => {
-                return Ok(Self::ClusterProfileConfigSpec(v));
+            "ClusterProfileConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterProfileConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::c_2::Object::ClusterProfileCompleteConfigSpec(v)) => {
-                return Ok(Self::ClusterProfileCompleteConfigSpec(v));
+            "ClusterProfileCompleteConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterProfileCompleteConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::c_2::Object::ClusterProfileConfigServiceCreateSpec(v)) => {
-                return Ok(Self::ClusterProfileConfigServiceCreateSpec(v));
+            "ClusterProfileConfigServiceCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterProfileConfigServiceCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -741,48 +754,58 @@ impl AnyClusterRuleInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterAffinityRuleSpec(v)) => {
-                return Ok(Self::ClusterAffinityRuleSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ClusterRuleInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterRuleInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_1::Object::ClusterAntiAffinityRuleSpec(v)) => {
-                return Ok(Self::ClusterAntiAffinityRuleSpec(v));
+            "ClusterAffinityRuleSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterAffinityRuleSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_1::Object::ClusterDependencyRuleInfo(v)) => {
-                return Ok(Self::ClusterDependencyRuleInfo(v));
+            "ClusterAntiAffinityRuleSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterAntiAffinityRuleSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterRuleInfo(v)) => {
-                return Ok(Self::ClusterRuleInfo(v));
+            "ClusterDependencyRuleInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDependencyRuleInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterFtVmHostRuleInfo(v)) => {
-                return Ok(Self::ClusterFtVmHostRuleInfo(v));
+            "ClusterFtVmHostRuleInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterFtVmHostRuleInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterVmHostRuleInfo(v)) => {
-                return Ok(Self::ClusterVmHostRuleInfo(v));
+            "ClusterVmHostRuleInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterVmHostRuleInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
-            Ok(chunks::v_3::Object::VirtualDiskAntiAffinityRuleSpec(v)) => {
-                return Ok(Self::VirtualDiskAntiAffinityRuleSpec(v));
+            "VirtualDiskAntiAffinityRuleSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskAntiAffinityRuleSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            Ok(chunks::v_4::Object::VirtualDiskRuleSpec(v)) => {
-                return Ok(Self::VirtualDiskRuleSpec(v));
+            "VirtualDiskRuleSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskRuleSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyClusterRuleInfo {
@@ -1028,18 +1051,22 @@ impl AnyClusterSlotPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterSlotPolicy(v)) => {
-                return Ok(Self::ClusterSlotPolicy(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ClusterSlotPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterSlotPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_2::Object::ClusterFixedSizeSlotPolicy(v)) => {
-                return Ok(Self::ClusterFixedSizeSlotPolicy(v));
+            "ClusterFixedSizeSlotPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterFixedSizeSlotPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyClusterSlotPolicy {

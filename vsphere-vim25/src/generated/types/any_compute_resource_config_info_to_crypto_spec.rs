@@ -99,26 +99,24 @@ impl AnyComputeResourceConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_1::Object::ClusterConfigInfoEx(v)) => {
-                return Ok(Self::ClusterConfigInfoEx(v));
+            "ComputeResourceConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ComputeResourceConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_3::Object::ComputeResourceConfigInfo(v)) => {
-                return Ok(Self::ComputeResourceConfigInfo(v));
+            "ClusterConfigInfoEx" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterConfigInfoEx(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -289,22 +287,22 @@ impl AnyComputeResourceConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterConfigSpecEx(v)) => {
-                return Ok(Self::ClusterConfigSpecEx(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ComputeResourceConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ComputeResourceConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
-            Ok(chunks::c_3::Object::ComputeResourceConfigSpec(v)) => {
-                return Ok(Self::ComputeResourceConfigSpec(v));
+            "ClusterConfigSpecEx" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterConfigSpecEx(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyComputeResourceConfigSpec {
@@ -437,22 +435,22 @@ impl AnyComputeResourceSummary {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterComputeResourceSummary(v)) => {
-                return Ok(Self::ClusterComputeResourceSummary(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ComputeResourceSummary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ComputeResourceSummary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
-            Ok(chunks::c_3::Object::ComputeResourceSummary(v)) => {
-                return Ok(Self::ComputeResourceSummary(v));
+            "ClusterComputeResourceSummary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterComputeResourceSummary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyComputeResourceSummary {
@@ -657,35 +655,39 @@ impl AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_3::Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v)) => {
-                return Ok(Self::CryptoManagerKmipCryptoKeyStatusKeyInfo(v));
+            "CryptoManagerKmipCryptoKeyStatusKeyInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CryptoManagerKmipCryptoKeyStatusKeyInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(
-                chunks::c_3::Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(
-                    v,
-                ),
-            ) => return Ok(Self::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v)),
-            #[cfg(feature = "admin")]
-            Ok(
-                chunks::c_3::Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(
-                    v,
-                ),
-            ) => {
-                return Ok(
-                    Self::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(
-                        v,
-                    ),
-                );
+            "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            #[cfg(feature = "admin")]
+            "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(
+                            Self::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(
+                                v,
+                            ),
+                        )
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -943,31 +945,52 @@ impl AnyCryptoSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CryptoSpec(v)) => return Ok(Self::CryptoSpec(v)),
-            Ok(chunks::c_4::Object::CryptoSpecDecrypt(v)) => {
-                return Ok(Self::CryptoSpecDecrypt(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "CryptoSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CryptoSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CryptoSpecDeepRecrypt(v)) => {
-                return Ok(Self::CryptoSpecDeepRecrypt(v));
+            "CryptoSpecDecrypt" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CryptoSpecDecrypt(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CryptoSpecEncrypt(v)) => {
-                return Ok(Self::CryptoSpecEncrypt(v));
+            "CryptoSpecDeepRecrypt" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CryptoSpecDeepRecrypt(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CryptoSpecNoOp(v)) => {
-                return Ok(Self::CryptoSpecNoOp(v));
+            "CryptoSpecEncrypt" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CryptoSpecEncrypt(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CryptoSpecRegister(v)) => {
-                return Ok(Self::CryptoSpecRegister(v));
+            "CryptoSpecNoOp" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CryptoSpecNoOp(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CryptoSpecShallowRecrypt(v)) => {
-                return Ok(Self::CryptoSpecShallowRecrypt(v));
+            "CryptoSpecRegister" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CryptoSpecRegister(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "CryptoSpecShallowRecrypt" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CryptoSpecShallowRecrypt(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyCryptoSpec {

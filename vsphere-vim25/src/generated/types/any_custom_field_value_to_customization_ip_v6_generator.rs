@@ -80,18 +80,22 @@ impl AnyCustomFieldValue {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomFieldValue(v)) => {
-                return Ok(Self::CustomFieldValue(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "CustomFieldValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomFieldValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomFieldStringValue(v)) => {
-                return Ok(Self::CustomFieldStringValue(v));
+            "CustomFieldStringValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomFieldStringValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyCustomFieldValue {
@@ -270,33 +274,52 @@ impl AnyCustomizationIdentitySettings {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomizationIdentitySettings(v)) => {
-                return Ok(Self::CustomizationIdentitySettings(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "CustomizationIdentitySettings" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationIdentitySettings(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationCloudinitPrep(v)) => {
-                return Ok(Self::CustomizationCloudinitPrep(v));
+            "CustomizationCloudinitPrep" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationCloudinitPrep(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationLinuxFlexPrep(v)) => {
-                return Ok(Self::CustomizationLinuxFlexPrep(v));
+            "CustomizationLinuxFlexPrep" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationLinuxFlexPrep(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationLinuxPrep(v)) => {
-                return Ok(Self::CustomizationLinuxPrep(v));
+            "CustomizationLinuxPrep" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationLinuxPrep(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationSysprep(v)) => {
-                return Ok(Self::CustomizationSysprep(v));
+            "CustomizationSysprep" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationSysprep(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationSysprepText(v)) => {
-                return Ok(Self::CustomizationSysprepText(v));
+            "CustomizationSysprepText" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationSysprepText(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationWindowsFlexPrep(v)) => {
-                return Ok(Self::CustomizationWindowsFlexPrep(v));
+            "CustomizationWindowsFlexPrep" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationWindowsFlexPrep(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyCustomizationIdentitySettings {
@@ -570,30 +593,46 @@ impl AnyCustomizationIpGenerator {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomizationIpGenerator(v)) => {
-                return Ok(Self::CustomizationIpGenerator(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "CustomizationIpGenerator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationIpGenerator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationCustomIpGenerator(v)) => {
-                return Ok(Self::CustomizationCustomIpGenerator(v));
+            "CustomizationCustomIpGenerator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationCustomIpGenerator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationDhcpIpGenerator(v)) => {
-                return Ok(Self::CustomizationDhcpIpGenerator(v));
+            "CustomizationDhcpIpGenerator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationDhcpIpGenerator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationDisableIpV4(v)) => {
-                return Ok(Self::CustomizationDisableIpV4(v));
+            "CustomizationDisableIpV4" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationDisableIpV4(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationFixedIp(v)) => {
-                return Ok(Self::CustomizationFixedIp(v));
+            "CustomizationFixedIp" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationFixedIp(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationUnknownIpGenerator(v)) => {
-                return Ok(Self::CustomizationUnknownIpGenerator(v));
+            "CustomizationUnknownIpGenerator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationUnknownIpGenerator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyCustomizationIpGenerator {
@@ -884,33 +923,52 @@ impl AnyCustomizationIpV6Generator {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomizationIpV6Generator(v)) => {
-                return Ok(Self::CustomizationIpV6Generator(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "CustomizationIpV6Generator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationIpV6Generator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationAutoIpV6Generator(v)) => {
-                return Ok(Self::CustomizationAutoIpV6Generator(v));
+            "CustomizationAutoIpV6Generator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationAutoIpV6Generator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationCustomIpV6Generator(v)) => {
-                return Ok(Self::CustomizationCustomIpV6Generator(v));
+            "CustomizationCustomIpV6Generator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationCustomIpV6Generator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationDhcpIpV6Generator(v)) => {
-                return Ok(Self::CustomizationDhcpIpV6Generator(v));
+            "CustomizationDhcpIpV6Generator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationDhcpIpV6Generator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationFixedIpV6(v)) => {
-                return Ok(Self::CustomizationFixedIpV6(v));
+            "CustomizationFixedIpV6" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationFixedIpV6(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationStatelessIpV6Generator(v)) => {
-                return Ok(Self::CustomizationStatelessIpV6Generator(v));
+            "CustomizationStatelessIpV6Generator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationStatelessIpV6Generator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationUnknownIpV6Generator(v)) => {
-                return Ok(Self::CustomizationUnknownIpV6Generator(v));
+            "CustomizationUnknownIpV6Generator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationUnknownIpV6Generator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyCustomizationIpV6Generator {

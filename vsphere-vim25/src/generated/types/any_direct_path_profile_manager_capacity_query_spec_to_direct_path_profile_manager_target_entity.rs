@@ -149,26 +149,36 @@ impl AnyDirectPathProfileManagerCapacityQuerySpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
-            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityQuerySpec(v)) => {
-                return Ok(Self::DirectPathProfileManagerCapacityQuerySpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DirectPathProfileManagerCapacityQuerySpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityQuerySpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(
-                chunks::d_3::Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(
-                    v,
-                ),
-            ) => return Ok(Self::DirectPathProfileManagerCapacityQueryByDeviceConfig(v)),
-            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityQueryById(v)) => {
-                return Ok(Self::DirectPathProfileManagerCapacityQueryById(v));
+            "DirectPathProfileManagerCapacityQueryByDeviceConfig" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::DirectPathProfileManagerCapacityQueryByDeviceConfig(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityQueryByName(v)) => {
-                return Ok(Self::DirectPathProfileManagerCapacityQueryByName(v));
+            "DirectPathProfileManagerCapacityQueryById" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityQueryById(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "DirectPathProfileManagerCapacityQueryByName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityQueryByName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDirectPathProfileManagerCapacityQuerySpec {
@@ -404,21 +414,28 @@ impl AnyDirectPathProfileManagerCapacityResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
-            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityResult(v)) => {
-                return Ok(Self::DirectPathProfileManagerCapacityResult(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DirectPathProfileManagerCapacityResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityInfo(v)) => {
-                return Ok(Self::DirectPathProfileManagerCapacityInfo(v));
+            "DirectPathProfileManagerCapacityInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityUnknown(v)) => {
-                return Ok(Self::DirectPathProfileManagerCapacityUnknown(v));
+            "DirectPathProfileManagerCapacityUnknown" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityUnknown(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDirectPathProfileManagerCapacityResult {
@@ -676,33 +693,46 @@ impl AnyDirectPathProfileManagerDirectPathConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
-            Ok(chunks::d_3::Object::DirectPathProfileManagerDirectPathConfig(v)) => {
-                return Ok(Self::DirectPathProfileManagerDirectPathConfig(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DirectPathProfileManagerDirectPathConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerDirectPathConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_3::Object::DirectPathProfileManagerDvxDirectPathConfig(v)) => {
-                return Ok(Self::DirectPathProfileManagerDvxDirectPathConfig(v));
+            "DirectPathProfileManagerDvxDirectPathConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerDvxDirectPathConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(
-                chunks::d_3::Object::DirectPathProfileManagerDynamicDirectPathConfig(v),
-            ) => return Ok(Self::DirectPathProfileManagerDynamicDirectPathConfig(v)),
-            Ok(
-                chunks::d_3::Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(
-                    v,
-                ),
-            ) => {
-                return Ok(
-                    Self::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v),
-                );
+            "DirectPathProfileManagerDynamicDirectPathConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerDynamicDirectPathConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_3::Object::DirectPathProfileManagerVmiopDirectPathConfig(v)) => {
-                return Ok(Self::DirectPathProfileManagerVmiopDirectPathConfig(v));
+            "DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(
+                            Self::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(
+                                v,
+                            ),
+                        )
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "DirectPathProfileManagerVmiopDirectPathConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerVmiopDirectPathConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDirectPathProfileManagerDirectPathConfig {
@@ -956,21 +986,28 @@ impl AnyDirectPathProfileManagerTargetEntity {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
-            Ok(chunks::d_3::Object::DirectPathProfileManagerTargetEntity(v)) => {
-                return Ok(Self::DirectPathProfileManagerTargetEntity(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DirectPathProfileManagerTargetEntity" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerTargetEntity(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_3::Object::DirectPathProfileManagerTargetCluster(v)) => {
-                return Ok(Self::DirectPathProfileManagerTargetCluster(v));
+            "DirectPathProfileManagerTargetCluster" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerTargetCluster(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_3::Object::DirectPathProfileManagerTargetHost(v)) => {
-                return Ok(Self::DirectPathProfileManagerTargetHost(v));
+            "DirectPathProfileManagerTargetHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectPathProfileManagerTargetHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDirectPathProfileManagerTargetEntity {

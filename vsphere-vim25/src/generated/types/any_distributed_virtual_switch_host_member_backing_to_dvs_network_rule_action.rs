@@ -103,18 +103,22 @@ impl AnyDistributedVirtualSwitchHostMemberBacking {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
-            Ok(chunks::d_3::Object::DistributedVirtualSwitchHostMemberBacking(v)) => {
-                return Ok(Self::DistributedVirtualSwitchHostMemberBacking(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DistributedVirtualSwitchHostMemberBacking" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DistributedVirtualSwitchHostMemberBacking(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_3::Object::DistributedVirtualSwitchHostMemberPnicBacking(v)) => {
-                return Ok(Self::DistributedVirtualSwitchHostMemberPnicBacking(v));
+            "DistributedVirtualSwitchHostMemberPnicBacking" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DistributedVirtualSwitchHostMemberPnicBacking(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDistributedVirtualSwitchHostMemberBacking {
@@ -332,32 +336,44 @@ impl AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
-            Ok(
-                chunks::d_4::Object::DistributedVirtualSwitchManagerHostDvsFilterSpec(v),
-            ) => return Ok(Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v)),
-            Ok(
-                chunks::d_4::Object::DistributedVirtualSwitchManagerHostArrayFilter(v),
-            ) => return Ok(Self::DistributedVirtualSwitchManagerHostArrayFilter(v)),
-            Ok(
-                chunks::d_4::Object::DistributedVirtualSwitchManagerHostContainerFilter(
-                    v,
-                ),
-            ) => return Ok(Self::DistributedVirtualSwitchManagerHostContainerFilter(v)),
-            Ok(
-                chunks::d_4::Object::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
-                    v,
-                ),
-            ) => {
-                return Ok(
-                    Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v),
-                );
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DistributedVirtualSwitchManagerHostDvsFilterSpec" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "DistributedVirtualSwitchManagerHostArrayFilter" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DistributedVirtualSwitchManagerHostArrayFilter(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "DistributedVirtualSwitchManagerHostContainerFilter" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::DistributedVirtualSwitchManagerHostContainerFilter(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "DistributedVirtualSwitchManagerHostDvsMembershipFilter" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(
+                            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
+                                v,
+                            ),
+                        )
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
@@ -584,28 +600,34 @@ impl AnyDvsFilterConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
-            Ok(chunks::d_4::Object::DvsFilterConfig(v)) => {
-                return Ok(Self::DvsFilterConfig(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DvsFilterConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsFilterConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_4::Object::DvsFilterConfigSpec(v)) => {
-                return Ok(Self::DvsFilterConfigSpec(v));
+            "DvsFilterConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsFilterConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
-            Ok(chunks::d_5::Object::DvsTrafficFilterConfig(v)) => {
-                return Ok(Self::DvsTrafficFilterConfig(v));
+            "DvsTrafficFilterConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsTrafficFilterConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsTrafficFilterConfigSpec(v)) => {
-                return Ok(Self::DvsTrafficFilterConfigSpec(v));
+            "DvsTrafficFilterConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsTrafficFilterConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDvsFilterConfig {
@@ -778,19 +800,28 @@ impl AnyDvsIpPort {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
-            Ok(chunks::d_5::Object::DvsIpPort(v)) => return Ok(Self::DvsIpPort(v)),
-            Ok(chunks::d_5::Object::DvsIpPortRange(v)) => {
-                return Ok(Self::DvsIpPortRange(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DvsIpPort" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsIpPort(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsSingleIpPort(v)) => {
-                return Ok(Self::DvsSingleIpPort(v));
+            "DvsIpPortRange" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsIpPortRange(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "DvsSingleIpPort" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsSingleIpPort(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDvsIpPort {
@@ -1018,46 +1049,70 @@ impl AnyDvsNetworkRuleAction {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
-            Ok(chunks::d_4::Object::DvsAcceptNetworkRuleAction(v)) => {
-                return Ok(Self::DvsAcceptNetworkRuleAction(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DvsNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_4::Object::DvsCopyNetworkRuleAction(v)) => {
-                return Ok(Self::DvsCopyNetworkRuleAction(v));
+            "DvsAcceptNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsAcceptNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_4::Object::DvsDropNetworkRuleAction(v)) => {
-                return Ok(Self::DvsDropNetworkRuleAction(v));
+            "DvsCopyNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsCopyNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_4::Object::DvsGreEncapNetworkRuleAction(v)) => {
-                return Ok(Self::DvsGreEncapNetworkRuleAction(v));
+            "DvsDropNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsDropNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
-            Ok(chunks::d_5::Object::DvsNetworkRuleAction(v)) => {
-                return Ok(Self::DvsNetworkRuleAction(v));
+            "DvsGreEncapNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsGreEncapNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsLogNetworkRuleAction(v)) => {
-                return Ok(Self::DvsLogNetworkRuleAction(v));
+            "DvsLogNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsLogNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsMacRewriteNetworkRuleAction(v)) => {
-                return Ok(Self::DvsMacRewriteNetworkRuleAction(v));
+            "DvsMacRewriteNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsMacRewriteNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsPuntNetworkRuleAction(v)) => {
-                return Ok(Self::DvsPuntNetworkRuleAction(v));
+            "DvsPuntNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPuntNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsRateLimitNetworkRuleAction(v)) => {
-                return Ok(Self::DvsRateLimitNetworkRuleAction(v));
+            "DvsRateLimitNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsRateLimitNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsUpdateTagNetworkRuleAction(v)) => {
-                return Ok(Self::DvsUpdateTagNetworkRuleAction(v));
+            "DvsUpdateTagNetworkRuleAction" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsUpdateTagNetworkRuleAction(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDvsNetworkRuleAction {

@@ -109,24 +109,34 @@ impl AnyDvsNetworkRuleQualifier {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
-            Ok(chunks::d_5::Object::DvsNetworkRuleQualifier(v)) => {
-                return Ok(Self::DvsNetworkRuleQualifier(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DvsNetworkRuleQualifier" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsNetworkRuleQualifier(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsIpNetworkRuleQualifier(v)) => {
-                return Ok(Self::DvsIpNetworkRuleQualifier(v));
+            "DvsIpNetworkRuleQualifier" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsIpNetworkRuleQualifier(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsMacNetworkRuleQualifier(v)) => {
-                return Ok(Self::DvsMacNetworkRuleQualifier(v));
+            "DvsMacNetworkRuleQualifier" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsMacNetworkRuleQualifier(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_5::Object::DvsSystemTrafficNetworkRuleQualifier(v)) => {
-                return Ok(Self::DvsSystemTrafficNetworkRuleQualifier(v));
+            "DvsSystemTrafficNetworkRuleQualifier" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsSystemTrafficNetworkRuleQualifier(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDvsNetworkRuleQualifier {
@@ -320,31 +330,40 @@ impl AnyElementDescription {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
-            Ok(chunks::e::Object::ElementDescription(v)) => {
-                return Ok(Self::ElementDescription(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ElementDescription" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ElementDescription(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::e::Object::EVCMode(v)) => return Ok(Self::EVCMode(v)),
-            Ok(chunks::e::Object::ExtendedElementDescription(v)) => {
-                return Ok(Self::ExtendedElementDescription(v));
+            "EVCMode" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCMode(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            Ok(chunks::e_to_f::Object::FeatureEVCMode(v)) => {
-                return Ok(Self::FeatureEVCMode(v));
+            "ExtendedElementDescription" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExtendedElementDescription(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            Ok(chunks::o_1::Object::OptionDef(v)) => return Ok(Self::OptionDef(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "FeatureEVCMode" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FeatureEVCMode(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "OptionDef" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OptionDef(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyElementDescription {
@@ -660,120 +679,99 @@ impl AnyEntityEventArgument {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "EntityEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EntityEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmEventArgument(v)) => {
-                return Ok(Self::AlarmEventArgument(v));
+            "AlarmEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
-            Ok(chunks::c_3::Object::ComputeResourceEventArgument(v)) => {
-                return Ok(Self::ComputeResourceEventArgument(v));
+            "ComputeResourceEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ComputeResourceEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
-            Ok(chunks::d_2::Object::DatacenterEventArgument(v)) => {
-                return Ok(Self::DatacenterEventArgument(v));
+            "DatacenterEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatacenterEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_2::Object::DatastoreEventArgument(v)) => {
-                return Ok(Self::DatastoreEventArgument(v));
+            "DatastoreEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
-            Ok(chunks::d_4::Object::DvsEventArgument(v)) => {
-                return Ok(Self::DvsEventArgument(v));
+            "DvsEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
-            Ok(chunks::e::Object::EntityEventArgument(v)) => {
-                return Ok(Self::EntityEventArgument(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::FolderEventArgument(v)) => {
-                return Ok(Self::FolderEventArgument(v));
+            "FolderEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FolderEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
-            Ok(chunks::h_3::Object::HostEventArgument(v)) => {
-                return Ok(Self::HostEventArgument(v));
+            "HostEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::ManagedEntityEventArgument(v)) => {
-                return Ok(Self::ManagedEntityEventArgument(v));
+            "ManagedEntityEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ManagedEntityEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
-            Ok(chunks::n_1::Object::NetworkEventArgument(v)) => {
-                return Ok(Self::NetworkEventArgument(v));
+            "NetworkEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolEventArgument(v)) => {
-                return Ok(Self::ResourcePoolEventArgument(v));
+            "ResourcePoolEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourcePoolEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskEventArgument(v)) => {
-                return Ok(Self::ScheduledTaskEventArgument(v));
+            "ScheduledTaskEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TgwEventArgument(v)) => {
-                return Ok(Self::TgwEventArgument(v));
+            "TgwEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TgwEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
-            Ok(chunks::v_10::Object::VmEventArgument(v)) => {
-                return Ok(Self::VmEventArgument(v));
+            "VmEventArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmEventArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyEntityEventArgument {

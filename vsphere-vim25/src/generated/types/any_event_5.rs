@@ -6,1965 +6,3109 @@ impl AnyEvent {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "Event" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::Event(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AccountCreatedEvent(v)) => {
-                return Ok(Self::AccountCreatedEvent(v));
+            "AccountCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AccountCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AccountRemovedEvent(v)) => {
-                return Ok(Self::AccountRemovedEvent(v));
+            "AccountRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AccountRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AccountUpdatedEvent(v)) => {
-                return Ok(Self::AccountUpdatedEvent(v));
+            "AccountUpdatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AccountUpdatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AdminPasswordNotChangedEvent(v)) => {
-                return Ok(Self::AdminPasswordNotChangedEvent(v));
+            "AdminPasswordNotChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AdminPasswordNotChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmAcknowledgedEvent(v)) => {
-                return Ok(Self::AlarmAcknowledgedEvent(v));
+            "AlarmAcknowledgedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmAcknowledgedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmActionTriggeredEvent(v)) => {
-                return Ok(Self::AlarmActionTriggeredEvent(v));
+            "AlarmActionTriggeredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmActionTriggeredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmClearedEvent(v)) => {
-                return Ok(Self::AlarmClearedEvent(v));
+            "AlarmClearedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmClearedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmCreatedEvent(v)) => {
-                return Ok(Self::AlarmCreatedEvent(v));
+            "AlarmCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmEmailCompletedEvent(v)) => {
-                return Ok(Self::AlarmEmailCompletedEvent(v));
+            "AlarmEmailCompletedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmEmailCompletedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmEmailFailedEvent(v)) => {
-                return Ok(Self::AlarmEmailFailedEvent(v));
+            "AlarmEmailFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmEmailFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmEvent(v)) => return Ok(Self::AlarmEvent(v)),
+            "AlarmEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmReconfiguredEvent(v)) => {
-                return Ok(Self::AlarmReconfiguredEvent(v));
+            "AlarmReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmRemovedEvent(v)) => {
-                return Ok(Self::AlarmRemovedEvent(v));
+            "AlarmRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmScriptCompleteEvent(v)) => {
-                return Ok(Self::AlarmScriptCompleteEvent(v));
+            "AlarmScriptCompleteEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmScriptCompleteEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmScriptFailedEvent(v)) => {
-                return Ok(Self::AlarmScriptFailedEvent(v));
+            "AlarmScriptFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmScriptFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmSnmpCompletedEvent(v)) => {
-                return Ok(Self::AlarmSnmpCompletedEvent(v));
+            "AlarmSnmpCompletedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmSnmpCompletedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmSnmpFailedEvent(v)) => {
-                return Ok(Self::AlarmSnmpFailedEvent(v));
+            "AlarmSnmpFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmSnmpFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmStatusChangedEvent(v)) => {
-                return Ok(Self::AlarmStatusChangedEvent(v));
+            "AlarmStatusChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlarmStatusChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AllVirtualMachinesLicensedEvent(v)) => {
-                return Ok(Self::AllVirtualMachinesLicensedEvent(v));
+            "AllVirtualMachinesLicensedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AllVirtualMachinesLicensedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlreadyAuthenticatedSessionEvent(v)) => {
-                return Ok(Self::AlreadyAuthenticatedSessionEvent(v));
+            "AlreadyAuthenticatedSessionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlreadyAuthenticatedSessionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::a_9::Object::AuthorizationEvent(v)) => {
-                return Ok(Self::AuthorizationEvent(v));
+            "AuthorizationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AuthorizationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::b_to_c::Object::BadUsernameSessionEvent(v)) => {
-                return Ok(Self::BadUsernameSessionEvent(v));
+            "BadUsernameSessionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BadUsernameSessionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::b_to_c::Object::CanceledHostOperationEvent(v)) => {
-                return Ok(Self::CanceledHostOperationEvent(v));
+            "CanceledHostOperationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CanceledHostOperationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_1::Object::ClusterComplianceCheckedEvent(v)) => {
-                return Ok(Self::ClusterComplianceCheckedEvent(v));
+            "ClusterComplianceCheckedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterComplianceCheckedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_1::Object::ClusterCreatedEvent(v)) => {
-                return Ok(Self::ClusterCreatedEvent(v));
+            "ClusterCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_1::Object::ClusterDestroyedEvent(v)) => {
-                return Ok(Self::ClusterDestroyedEvent(v));
+            "ClusterDestroyedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterDestroyedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_2::Object::ClusterEvent(v)) => return Ok(Self::ClusterEvent(v)),
+            "ClusterEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_2::Object::ClusterOvercommittedEvent(v)) => {
-                return Ok(Self::ClusterOvercommittedEvent(v));
+            "ClusterOvercommittedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterOvercommittedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_2::Object::ClusterReconfiguredEvent(v)) => {
-                return Ok(Self::ClusterReconfiguredEvent(v));
+            "ClusterReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_2::Object::ClusterStatusChangedEvent(v)) => {
-                return Ok(Self::ClusterStatusChangedEvent(v));
+            "ClusterStatusChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterStatusChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldDefAddedEvent(v)) => {
-                return Ok(Self::CustomFieldDefAddedEvent(v));
+            "CustomFieldDefAddedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomFieldDefAddedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldDefEvent(v)) => {
-                return Ok(Self::CustomFieldDefEvent(v));
+            "CustomFieldDefEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomFieldDefEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldDefRemovedEvent(v)) => {
-                return Ok(Self::CustomFieldDefRemovedEvent(v));
+            "CustomFieldDefRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomFieldDefRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldDefRenamedEvent(v)) => {
-                return Ok(Self::CustomFieldDefRenamedEvent(v));
+            "CustomFieldDefRenamedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomFieldDefRenamedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldEvent(v)) => {
-                return Ok(Self::CustomFieldEvent(v));
+            "CustomFieldEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomFieldEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldValueChangedEvent(v)) => {
-                return Ok(Self::CustomFieldValueChangedEvent(v));
+            "CustomFieldValueChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomFieldValueChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationEvent(v)) => {
-                return Ok(Self::CustomizationEvent(v));
+            "CustomizationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationFailed(v)) => {
-                return Ok(Self::CustomizationFailed(v));
+            "CustomizationFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationLinuxIdentityFailed(v)) => {
-                return Ok(Self::CustomizationLinuxIdentityFailed(v));
+            "CustomizationLinuxIdentityFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationLinuxIdentityFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationNetworkSetupFailed(v)) => {
-                return Ok(Self::CustomizationNetworkSetupFailed(v));
+            "CustomizationNetworkSetupFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationNetworkSetupFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationStartedEvent(v)) => {
-                return Ok(Self::CustomizationStartedEvent(v));
+            "CustomizationStartedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationStartedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationSucceeded(v)) => {
-                return Ok(Self::CustomizationSucceeded(v));
+            "CustomizationSucceeded" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationSucceeded(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationSysprepFailed(v)) => {
-                return Ok(Self::CustomizationSysprepFailed(v));
+            "CustomizationSysprepFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationSysprepFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationUnknownFailure(v)) => {
-                return Ok(Self::CustomizationUnknownFailure(v));
+            "CustomizationUnknownFailure" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationUnknownFailure(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupCreatedEvent(v)) => {
-                return Ok(Self::DVPortgroupCreatedEvent(v));
+            "DVPortgroupCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortgroupCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupDestroyedEvent(v)) => {
-                return Ok(Self::DVPortgroupDestroyedEvent(v));
+            "DVPortgroupDestroyedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortgroupDestroyedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupEvent(v)) => {
-                return Ok(Self::DVPortgroupEvent(v));
+            "DVPortgroupEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortgroupEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupReconfiguredEvent(v)) => {
-                return Ok(Self::DVPortgroupReconfiguredEvent(v));
+            "DVPortgroupReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortgroupReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupRenamedEvent(v)) => {
-                return Ok(Self::DVPortgroupRenamedEvent(v));
+            "DVPortgroupRenamedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortgroupRenamedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasAdmissionControlDisabledEvent(v)) => {
-                return Ok(Self::DasAdmissionControlDisabledEvent(v));
+            "DasAdmissionControlDisabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasAdmissionControlDisabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasAdmissionControlEnabledEvent(v)) => {
-                return Ok(Self::DasAdmissionControlEnabledEvent(v));
+            "DasAdmissionControlEnabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasAdmissionControlEnabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasAgentFoundEvent(v)) => {
-                return Ok(Self::DasAgentFoundEvent(v));
+            "DasAgentFoundEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasAgentFoundEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasAgentUnavailableEvent(v)) => {
-                return Ok(Self::DasAgentUnavailableEvent(v));
+            "DasAgentUnavailableEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasAgentUnavailableEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasClusterIsolatedEvent(v)) => {
-                return Ok(Self::DasClusterIsolatedEvent(v));
+            "DasClusterIsolatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasClusterIsolatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DasDisabledEvent(v)) => {
-                return Ok(Self::DasDisabledEvent(v));
+            "DasDisabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasDisabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DasEnabledEvent(v)) => {
-                return Ok(Self::DasEnabledEvent(v));
+            "DasEnabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasEnabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DasHostFailedEvent(v)) => {
-                return Ok(Self::DasHostFailedEvent(v));
+            "DasHostFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasHostFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DasHostIsolatedEvent(v)) => {
-                return Ok(Self::DasHostIsolatedEvent(v));
+            "DasHostIsolatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasHostIsolatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatacenterCreatedEvent(v)) => {
-                return Ok(Self::DatacenterCreatedEvent(v));
+            "DatacenterCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatacenterCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatacenterEvent(v)) => {
-                return Ok(Self::DatacenterEvent(v));
+            "DatacenterEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatacenterEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatacenterRenamedEvent(v)) => {
-                return Ok(Self::DatacenterRenamedEvent(v));
+            "DatacenterRenamedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatacenterRenamedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreCapacityIncreasedEvent(v)) => {
-                return Ok(Self::DatastoreCapacityIncreasedEvent(v));
+            "DatastoreCapacityIncreasedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreCapacityIncreasedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreDestroyedEvent(v)) => {
-                return Ok(Self::DatastoreDestroyedEvent(v));
+            "DatastoreDestroyedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreDestroyedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreDiscoveredEvent(v)) => {
-                return Ok(Self::DatastoreDiscoveredEvent(v));
+            "DatastoreDiscoveredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreDiscoveredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreDuplicatedEvent(v)) => {
-                return Ok(Self::DatastoreDuplicatedEvent(v));
+            "DatastoreDuplicatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreDuplicatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreEvent(v)) => {
-                return Ok(Self::DatastoreEvent(v));
+            "DatastoreEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreFileCopiedEvent(v)) => {
-                return Ok(Self::DatastoreFileCopiedEvent(v));
+            "DatastoreFileCopiedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreFileCopiedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreFileDeletedEvent(v)) => {
-                return Ok(Self::DatastoreFileDeletedEvent(v));
+            "DatastoreFileDeletedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreFileDeletedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreFileEvent(v)) => {
-                return Ok(Self::DatastoreFileEvent(v));
+            "DatastoreFileEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreFileEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreFileMovedEvent(v)) => {
-                return Ok(Self::DatastoreFileMovedEvent(v));
+            "DatastoreFileMovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreFileMovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreIORMReconfiguredEvent(v)) => {
-                return Ok(Self::DatastoreIORMReconfiguredEvent(v));
+            "DatastoreIORMReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreIORMReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastorePrincipalConfigured(v)) => {
-                return Ok(Self::DatastorePrincipalConfigured(v));
+            "DatastorePrincipalConfigured" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastorePrincipalConfigured(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreRemovedOnHostEvent(v)) => {
-                return Ok(Self::DatastoreRemovedOnHostEvent(v));
+            "DatastoreRemovedOnHostEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreRemovedOnHostEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreRenamedEvent(v)) => {
-                return Ok(Self::DatastoreRenamedEvent(v));
+            "DatastoreRenamedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreRenamedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreRenamedOnHostEvent(v)) => {
-                return Ok(Self::DatastoreRenamedOnHostEvent(v));
+            "DatastoreRenamedOnHostEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreRenamedOnHostEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsDisabledEvent(v)) => {
-                return Ok(Self::DrsDisabledEvent(v));
+            "DrsDisabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsDisabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsEnabledEvent(v)) => {
-                return Ok(Self::DrsEnabledEvent(v));
+            "DrsEnabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsEnabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsEnteredStandbyModeEvent(v)) => {
-                return Ok(Self::DrsEnteredStandbyModeEvent(v));
+            "DrsEnteredStandbyModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsEnteredStandbyModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsEnteringStandbyModeEvent(v)) => {
-                return Ok(Self::DrsEnteringStandbyModeEvent(v));
+            "DrsEnteringStandbyModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsEnteringStandbyModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsExitStandbyModeFailedEvent(v)) => {
-                return Ok(Self::DrsExitStandbyModeFailedEvent(v));
+            "DrsExitStandbyModeFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsExitStandbyModeFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsExitedStandbyModeEvent(v)) => {
-                return Ok(Self::DrsExitedStandbyModeEvent(v));
+            "DrsExitedStandbyModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsExitedStandbyModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsExitingStandbyModeEvent(v)) => {
-                return Ok(Self::DrsExitingStandbyModeEvent(v));
+            "DrsExitingStandbyModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsExitingStandbyModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsInvocationFailedEvent(v)) => {
-                return Ok(Self::DrsInvocationFailedEvent(v));
+            "DrsInvocationFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsInvocationFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsRecoveredFromFailureEvent(v)) => {
-                return Ok(Self::DrsRecoveredFromFailureEvent(v));
+            "DrsRecoveredFromFailureEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsRecoveredFromFailureEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsResourceConfigureFailedEvent(v)) => {
-                return Ok(Self::DrsResourceConfigureFailedEvent(v));
+            "DrsResourceConfigureFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsResourceConfigureFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsResourceConfigureSyncedEvent(v)) => {
-                return Ok(Self::DrsResourceConfigureSyncedEvent(v));
+            "DrsResourceConfigureSyncedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsResourceConfigureSyncedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsRuleComplianceEvent(v)) => {
-                return Ok(Self::DrsRuleComplianceEvent(v));
+            "DrsRuleComplianceEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsRuleComplianceEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsRuleViolationEvent(v)) => {
-                return Ok(Self::DrsRuleViolationEvent(v));
+            "DrsRuleViolationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsRuleViolationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsSoftRuleViolationEvent(v)) => {
-                return Ok(Self::DrsSoftRuleViolationEvent(v));
+            "DrsSoftRuleViolationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsSoftRuleViolationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsVmMigratedEvent(v)) => {
-                return Ok(Self::DrsVmMigratedEvent(v));
+            "DrsVmMigratedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsVmMigratedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsVmPoweredOnEvent(v)) => {
-                return Ok(Self::DrsVmPoweredOnEvent(v));
+            "DrsVmPoweredOnEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsVmPoweredOnEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DuplicateIpDetectedEvent(v)) => {
-                return Ok(Self::DuplicateIpDetectedEvent(v));
+            "DuplicateIpDetectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DuplicateIpDetectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvpgImportEvent(v)) => {
-                return Ok(Self::DvpgImportEvent(v));
+            "DvpgImportEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvpgImportEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvpgRestoreEvent(v)) => {
-                return Ok(Self::DvpgRestoreEvent(v));
+            "DvpgRestoreEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvpgRestoreEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvsCreatedEvent(v)) => {
-                return Ok(Self::DvsCreatedEvent(v));
+            "DvsCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvsDestroyedEvent(v)) => {
-                return Ok(Self::DvsDestroyedEvent(v));
+            "DvsDestroyedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsDestroyedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvsEvent(v)) => return Ok(Self::DvsEvent(v)),
+            "DvsEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvsHealthStatusChangeEvent(v)) => {
-                return Ok(Self::DvsHealthStatusChangeEvent(v));
+            "DvsHealthStatusChangeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsHealthStatusChangeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostBackInSyncEvent(v)) => {
-                return Ok(Self::DvsHostBackInSyncEvent(v));
+            "DvsHostBackInSyncEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsHostBackInSyncEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostJoinedEvent(v)) => {
-                return Ok(Self::DvsHostJoinedEvent(v));
+            "DvsHostJoinedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsHostJoinedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostLeftEvent(v)) => {
-                return Ok(Self::DvsHostLeftEvent(v));
+            "DvsHostLeftEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsHostLeftEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostStatusUpdated(v)) => {
-                return Ok(Self::DvsHostStatusUpdated(v));
+            "DvsHostStatusUpdated" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsHostStatusUpdated(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostWentOutOfSyncEvent(v)) => {
-                return Ok(Self::DvsHostWentOutOfSyncEvent(v));
+            "DvsHostWentOutOfSyncEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsHostWentOutOfSyncEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsImportEvent(v)) => {
-                return Ok(Self::DvsImportEvent(v));
+            "DvsImportEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsImportEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsMergedEvent(v)) => {
-                return Ok(Self::DvsMergedEvent(v));
+            "DvsMergedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsMergedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortBlockedEvent(v)) => {
-                return Ok(Self::DvsPortBlockedEvent(v));
+            "DvsPortBlockedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortBlockedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortConnectedEvent(v)) => {
-                return Ok(Self::DvsPortConnectedEvent(v));
+            "DvsPortConnectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortConnectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortCreatedEvent(v)) => {
-                return Ok(Self::DvsPortCreatedEvent(v));
+            "DvsPortCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortDeletedEvent(v)) => {
-                return Ok(Self::DvsPortDeletedEvent(v));
+            "DvsPortDeletedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortDeletedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortDisconnectedEvent(v)) => {
-                return Ok(Self::DvsPortDisconnectedEvent(v));
+            "DvsPortDisconnectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortDisconnectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortEnteredPassthruEvent(v)) => {
-                return Ok(Self::DvsPortEnteredPassthruEvent(v));
+            "DvsPortEnteredPassthruEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortEnteredPassthruEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortExitedPassthruEvent(v)) => {
-                return Ok(Self::DvsPortExitedPassthruEvent(v));
+            "DvsPortExitedPassthruEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortExitedPassthruEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortJoinPortgroupEvent(v)) => {
-                return Ok(Self::DvsPortJoinPortgroupEvent(v));
+            "DvsPortJoinPortgroupEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortJoinPortgroupEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortLeavePortgroupEvent(v)) => {
-                return Ok(Self::DvsPortLeavePortgroupEvent(v));
+            "DvsPortLeavePortgroupEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortLeavePortgroupEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortLinkDownEvent(v)) => {
-                return Ok(Self::DvsPortLinkDownEvent(v));
+            "DvsPortLinkDownEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortLinkDownEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortLinkUpEvent(v)) => {
-                return Ok(Self::DvsPortLinkUpEvent(v));
+            "DvsPortLinkUpEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortLinkUpEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortReconfiguredEvent(v)) => {
-                return Ok(Self::DvsPortReconfiguredEvent(v));
+            "DvsPortReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortRuntimeChangeEvent(v)) => {
-                return Ok(Self::DvsPortRuntimeChangeEvent(v));
+            "DvsPortRuntimeChangeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortRuntimeChangeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortUnblockedEvent(v)) => {
-                return Ok(Self::DvsPortUnblockedEvent(v));
+            "DvsPortUnblockedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortUnblockedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortVendorSpecificStateChangeEvent(v)) => {
-                return Ok(Self::DvsPortVendorSpecificStateChangeEvent(v));
+            "DvsPortVendorSpecificStateChangeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsPortVendorSpecificStateChangeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsReconfiguredEvent(v)) => {
-                return Ok(Self::DvsReconfiguredEvent(v));
+            "DvsReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsRenamedEvent(v)) => {
-                return Ok(Self::DvsRenamedEvent(v));
+            "DvsRenamedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsRenamedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsRestoreEvent(v)) => {
-                return Ok(Self::DvsRestoreEvent(v));
+            "DvsRestoreEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsRestoreEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsUpgradeAvailableEvent(v)) => {
-                return Ok(Self::DvsUpgradeAvailableEvent(v));
+            "DvsUpgradeAvailableEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsUpgradeAvailableEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsUpgradeInProgressEvent(v)) => {
-                return Ok(Self::DvsUpgradeInProgressEvent(v));
+            "DvsUpgradeInProgressEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsUpgradeInProgressEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsUpgradeRejectedEvent(v)) => {
-                return Ok(Self::DvsUpgradeRejectedEvent(v));
+            "DvsUpgradeRejectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsUpgradeRejectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsUpgradedEvent(v)) => {
-                return Ok(Self::DvsUpgradedEvent(v));
+            "DvsUpgradedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsUpgradedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
-            Ok(chunks::e::Object::Event(v)) => return Ok(Self::Event(v)),
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EnteredMaintenanceModeEvent(v)) => {
-                return Ok(Self::EnteredMaintenanceModeEvent(v));
+            "EnteredMaintenanceModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EnteredMaintenanceModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EnteredStandbyModeEvent(v)) => {
-                return Ok(Self::EnteredStandbyModeEvent(v));
+            "EnteredStandbyModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EnteredStandbyModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EnteringMaintenanceModeEvent(v)) => {
-                return Ok(Self::EnteringMaintenanceModeEvent(v));
+            "EnteringMaintenanceModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EnteringMaintenanceModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EnteringStandbyModeEvent(v)) => {
-                return Ok(Self::EnteringStandbyModeEvent(v));
+            "EnteringStandbyModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EnteringStandbyModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ErrorUpgradeEvent(v)) => {
-                return Ok(Self::ErrorUpgradeEvent(v));
+            "ErrorUpgradeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ErrorUpgradeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EventEx(v)) => return Ok(Self::EventEx(v)),
+            "EventEx" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EventEx(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ExitMaintenanceModeEvent(v)) => {
-                return Ok(Self::ExitMaintenanceModeEvent(v));
+            "ExitMaintenanceModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExitMaintenanceModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ExitStandbyModeFailedEvent(v)) => {
-                return Ok(Self::ExitStandbyModeFailedEvent(v));
+            "ExitStandbyModeFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExitStandbyModeFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ExitedStandbyModeEvent(v)) => {
-                return Ok(Self::ExitedStandbyModeEvent(v));
+            "ExitedStandbyModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExitedStandbyModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ExitingStandbyModeEvent(v)) => {
-                return Ok(Self::ExitingStandbyModeEvent(v));
+            "ExitingStandbyModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExitingStandbyModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::e_to_f::Object::ExtendedEvent(v)) => {
-                return Ok(Self::ExtendedEvent(v));
+            "ExtendedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExtendedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::e_to_f::Object::FailoverLevelRestored(v)) => {
-                return Ok(Self::FailoverLevelRestored(v));
+            "FailoverLevelRestored" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FailoverLevelRestored(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralEvent(v)) => {
-                return Ok(Self::GeneralEvent(v));
+            "GeneralEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GeneralEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralHostErrorEvent(v)) => {
-                return Ok(Self::GeneralHostErrorEvent(v));
+            "GeneralHostErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GeneralHostErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralHostInfoEvent(v)) => {
-                return Ok(Self::GeneralHostInfoEvent(v));
+            "GeneralHostInfoEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GeneralHostInfoEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralHostWarningEvent(v)) => {
-                return Ok(Self::GeneralHostWarningEvent(v));
+            "GeneralHostWarningEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GeneralHostWarningEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralUserEvent(v)) => {
-                return Ok(Self::GeneralUserEvent(v));
+            "GeneralUserEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GeneralUserEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralVmErrorEvent(v)) => {
-                return Ok(Self::GeneralVmErrorEvent(v));
+            "GeneralVmErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GeneralVmErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralVmInfoEvent(v)) => {
-                return Ok(Self::GeneralVmInfoEvent(v));
+            "GeneralVmInfoEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GeneralVmInfoEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralVmWarningEvent(v)) => {
-                return Ok(Self::GeneralVmWarningEvent(v));
+            "GeneralVmWarningEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GeneralVmWarningEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchDetectedEvent(v)) => {
-                return Ok(Self::GhostDvsProxySwitchDetectedEvent(v));
+            "GhostDvsProxySwitchDetectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GhostDvsProxySwitchDetectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchRemovedEvent(v)) => {
-                return Ok(Self::GhostDvsProxySwitchRemovedEvent(v));
+            "GhostDvsProxySwitchRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GhostDvsProxySwitchRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GlobalMessageChangedEvent(v)) => {
-                return Ok(Self::GlobalMessageChangedEvent(v));
+            "GlobalMessageChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GlobalMessageChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HealthStatusChangedEvent(v)) => {
-                return Ok(Self::HealthStatusChangedEvent(v));
+            "HealthStatusChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HealthStatusChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostAddFailedEvent(v)) => {
-                return Ok(Self::HostAddFailedEvent(v));
+            "HostAddFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostAddFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostAddedEvent(v)) => {
-                return Ok(Self::HostAddedEvent(v));
+            "HostAddedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostAddedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostAdminDisableEvent(v)) => {
-                return Ok(Self::HostAdminDisableEvent(v));
+            "HostAdminDisableEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostAdminDisableEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostAdminEnableEvent(v)) => {
-                return Ok(Self::HostAdminEnableEvent(v));
+            "HostAdminEnableEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostAdminEnableEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedAccountFailedEvent(v)) => {
-                return Ok(Self::HostCnxFailedAccountFailedEvent(v));
+            "HostCnxFailedAccountFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedAccountFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedAlreadyManagedEvent(v)) => {
-                return Ok(Self::HostCnxFailedAlreadyManagedEvent(v));
+            "HostCnxFailedAlreadyManagedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedAlreadyManagedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedBadCcagentEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadCcagentEvent(v));
+            "HostCnxFailedBadCcagentEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedBadCcagentEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedBadUsernameEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadUsernameEvent(v));
+            "HostCnxFailedBadUsernameEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedBadUsernameEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedBadVersionEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadVersionEvent(v));
+            "HostCnxFailedBadVersionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedBadVersionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedCcagentUpgradeEvent(v)) => {
-                return Ok(Self::HostCnxFailedCcagentUpgradeEvent(v));
+            "HostCnxFailedCcagentUpgradeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedCcagentUpgradeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_10::Object::HostVnicConnectedToCustomizedDVPortEvent(v)) => {
-                return Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v));
+            "HostCnxFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_10::Object::HostWwnChangedEvent(v)) => {
-                return Ok(Self::HostWwnChangedEvent(v));
+            "HostCnxFailedNetworkErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedNetworkErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_10::Object::HostWwnConflictEvent(v)) => {
-                return Ok(Self::HostWwnConflictEvent(v));
+            "HostCnxFailedNoAccessEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedNoAccessEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedEvent(v)) => {
-                return Ok(Self::HostCnxFailedEvent(v));
+            "HostCnxFailedNoConnectionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedNoConnectionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNetworkErrorEvent(v)) => {
-                return Ok(Self::HostCnxFailedNetworkErrorEvent(v));
+            "HostCnxFailedNoLicenseEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedNoLicenseEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNoAccessEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoAccessEvent(v));
+            "HostCnxFailedNotFoundEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedNotFoundEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNoConnectionEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoConnectionEvent(v));
+            "HostCnxFailedTimeoutEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCnxFailedTimeoutEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNoLicenseEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoLicenseEvent(v));
+            "HostComplianceCheckedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostComplianceCheckedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNotFoundEvent(v)) => {
-                return Ok(Self::HostCnxFailedNotFoundEvent(v));
+            "HostCompliantEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCompliantEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedTimeoutEvent(v)) => {
-                return Ok(Self::HostCnxFailedTimeoutEvent(v));
+            "HostConfigAppliedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostConfigAppliedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostComplianceCheckedEvent(v)) => {
-                return Ok(Self::HostComplianceCheckedEvent(v));
+            "HostConnectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostConnectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCompliantEvent(v)) => {
-                return Ok(Self::HostCompliantEvent(v));
+            "HostConnectionLostEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostConnectionLostEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostConfigAppliedEvent(v)) => {
-                return Ok(Self::HostConfigAppliedEvent(v));
+            "HostDasDisabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDasDisabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostConnectedEvent(v)) => {
-                return Ok(Self::HostConnectedEvent(v));
+            "HostDasDisablingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDasDisablingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostConnectionLostEvent(v)) => {
-                return Ok(Self::HostConnectionLostEvent(v));
+            "HostDasEnabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDasEnabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasDisabledEvent(v)) => {
-                return Ok(Self::HostDasDisabledEvent(v));
+            "HostDasEnablingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDasEnablingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasDisablingEvent(v)) => {
-                return Ok(Self::HostDasDisablingEvent(v));
+            "HostDasErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDasErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasEnabledEvent(v)) => {
-                return Ok(Self::HostDasEnabledEvent(v));
+            "HostDasEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDasEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasEnablingEvent(v)) => {
-                return Ok(Self::HostDasEnablingEvent(v));
+            "HostDasOkEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDasOkEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasErrorEvent(v)) => {
-                return Ok(Self::HostDasErrorEvent(v));
+            "HostDisconnectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDisconnectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasEvent(v)) => return Ok(Self::HostDasEvent(v)),
+            "HostEnableAdminFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostEnableAdminFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasOkEvent(v)) => {
-                return Ok(Self::HostDasOkEvent(v));
+            "HostEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_3::Object::HostDisconnectedEvent(v)) => {
-                return Ok(Self::HostDisconnectedEvent(v));
+            "HostExtraNetworksEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostExtraNetworksEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_3::Object::HostEnableAdminFailedEvent(v)) => {
-                return Ok(Self::HostEnableAdminFailedEvent(v));
+            "HostGetShortNameFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostGetShortNameFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_3::Object::HostEvent(v)) => return Ok(Self::HostEvent(v)),
+            "HostInAuditModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostInAuditModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_3::Object::HostExtraNetworksEvent(v)) => {
-                return Ok(Self::HostExtraNetworksEvent(v));
+            "HostInventoryFullEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostInventoryFullEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostGetShortNameFailedEvent(v)) => {
-                return Ok(Self::HostGetShortNameFailedEvent(v));
+            "HostInventoryUnreadableEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostInventoryUnreadableEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostInAuditModeEvent(v)) => {
-                return Ok(Self::HostInAuditModeEvent(v));
+            "HostIpChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostIpChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostInventoryFullEvent(v)) => {
-                return Ok(Self::HostInventoryFullEvent(v));
+            "HostIpInconsistentEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostIpInconsistentEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostInventoryUnreadableEvent(v)) => {
-                return Ok(Self::HostInventoryUnreadableEvent(v));
+            "HostIpToShortNameFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostIpToShortNameFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostIpChangedEvent(v)) => {
-                return Ok(Self::HostIpChangedEvent(v));
+            "HostIsolationIpPingFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostIsolationIpPingFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostIpInconsistentEvent(v)) => {
-                return Ok(Self::HostIpInconsistentEvent(v));
+            "HostLicenseExpiredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostLicenseExpiredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostIpToShortNameFailedEvent(v)) => {
-                return Ok(Self::HostIpToShortNameFailedEvent(v));
+            "HostLocalPortCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostLocalPortCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostIsolationIpPingFailedEvent(v)) => {
-                return Ok(Self::HostIsolationIpPingFailedEvent(v));
+            "HostMissingNetworksEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostMissingNetworksEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostLicenseExpiredEvent(v)) => {
-                return Ok(Self::HostLicenseExpiredEvent(v));
+            "HostMonitoringStateChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostMonitoringStateChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostLocalPortCreatedEvent(v)) => {
-                return Ok(Self::HostLocalPortCreatedEvent(v));
+            "HostNoAvailableNetworksEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNoAvailableNetworksEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostMissingNetworksEvent(v)) => {
-                return Ok(Self::HostMissingNetworksEvent(v));
+            "HostNoHAEnabledPortGroupsEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNoHAEnabledPortGroupsEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostMonitoringStateChangedEvent(v)) => {
-                return Ok(Self::HostMonitoringStateChangedEvent(v));
+            "HostNoRedundantManagementNetworkEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNoRedundantManagementNetworkEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNoAvailableNetworksEvent(v)) => {
-                return Ok(Self::HostNoAvailableNetworksEvent(v));
+            "HostNonCompliantEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNonCompliantEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNoHAEnabledPortGroupsEvent(v)) => {
-                return Ok(Self::HostNoHAEnabledPortGroupsEvent(v));
+            "HostNotInClusterEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNotInClusterEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNoRedundantManagementNetworkEvent(v)) => {
-                return Ok(Self::HostNoRedundantManagementNetworkEvent(v));
+            "HostOvercommittedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostOvercommittedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNonCompliantEvent(v)) => {
-                return Ok(Self::HostNonCompliantEvent(v));
+            "HostPrimaryAgentNotShortNameEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostPrimaryAgentNotShortNameEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNotInClusterEvent(v)) => {
-                return Ok(Self::HostNotInClusterEvent(v));
+            "HostProfileAppliedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostProfileAppliedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostOvercommittedEvent(v)) => {
-                return Ok(Self::HostOvercommittedEvent(v));
+            "HostReconnectionFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostReconnectionFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_7::Object::HostPrimaryAgentNotShortNameEvent(v)) => {
-                return Ok(Self::HostPrimaryAgentNotShortNameEvent(v));
+            "HostRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_7::Object::HostProfileAppliedEvent(v)) => {
-                return Ok(Self::HostProfileAppliedEvent(v));
+            "HostShortNameInconsistentEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostShortNameInconsistentEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostReconnectionFailedEvent(v)) => {
-                return Ok(Self::HostReconnectionFailedEvent(v));
+            "HostShortNameToIpFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostShortNameToIpFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostRemovedEvent(v)) => {
-                return Ok(Self::HostRemovedEvent(v));
+            "HostShutdownEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostShutdownEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostShortNameInconsistentEvent(v)) => {
-                return Ok(Self::HostShortNameInconsistentEvent(v));
+            "HostSpecificationChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSpecificationChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostShortNameToIpFailedEvent(v)) => {
-                return Ok(Self::HostShortNameToIpFailedEvent(v));
+            "HostSpecificationRequireEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSpecificationRequireEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostShutdownEvent(v)) => {
-                return Ok(Self::HostShutdownEvent(v));
+            "HostSpecificationUpdateEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSpecificationUpdateEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostSpecificationChangedEvent(v)) => {
-                return Ok(Self::HostSpecificationChangedEvent(v));
+            "HostStatusChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostStatusChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostSpecificationRequireEvent(v)) => {
-                return Ok(Self::HostSpecificationRequireEvent(v));
+            "HostSubSpecificationDeleteEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSubSpecificationDeleteEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostSpecificationUpdateEvent(v)) => {
-                return Ok(Self::HostSpecificationUpdateEvent(v));
+            "HostSubSpecificationUpdateEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSubSpecificationUpdateEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostStatusChangedEvent(v)) => {
-                return Ok(Self::HostStatusChangedEvent(v));
+            "HostSyncFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSyncFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostSubSpecificationDeleteEvent(v)) => {
-                return Ok(Self::HostSubSpecificationDeleteEvent(v));
+            "HostUpgradeFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostUpgradeFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostSubSpecificationUpdateEvent(v)) => {
-                return Ok(Self::HostSubSpecificationUpdateEvent(v));
+            "HostUserWorldSwapNotEnabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostUserWorldSwapNotEnabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostSyncFailedEvent(v)) => {
-                return Ok(Self::HostSyncFailedEvent(v));
+            "HostVnicConnectedToCustomizedDVPortEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostUpgradeFailedEvent(v)) => {
-                return Ok(Self::HostUpgradeFailedEvent(v));
+            "HostWwnChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostWwnChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostUserWorldSwapNotEnabledEvent(v)) => {
-                return Ok(Self::HostUserWorldSwapNotEnabledEvent(v));
+            "HostWwnConflictEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostWwnConflictEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::IScsiBootFailureEvent(v)) => {
-                return Ok(Self::IScsiBootFailureEvent(v));
+            "IScsiBootFailureEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IScsiBootFailureEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::IncorrectHostInformationEvent(v)) => {
-                return Ok(Self::IncorrectHostInformationEvent(v));
+            "IncorrectHostInformationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IncorrectHostInformationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::InfoUpgradeEvent(v)) => {
-                return Ok(Self::InfoUpgradeEvent(v));
+            "InfoUpgradeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InfoUpgradeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::InsufficientFailoverResourcesEvent(v)) => {
-                return Ok(Self::InsufficientFailoverResourcesEvent(v));
+            "InsufficientFailoverResourcesEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientFailoverResourcesEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::InvalidEditionEvent(v)) => {
-                return Ok(Self::InvalidEditionEvent(v));
+            "InvalidEditionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidEditionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseEvent(v)) => {
-                return Ok(Self::LicenseEvent(v));
+            "LicenseEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseExpiredEvent(v)) => {
-                return Ok(Self::LicenseExpiredEvent(v));
+            "LicenseExpiredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseExpiredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseNonComplianceEvent(v)) => {
-                return Ok(Self::LicenseNonComplianceEvent(v));
+            "LicenseNonComplianceEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseNonComplianceEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseRestrictedEvent(v)) => {
-                return Ok(Self::LicenseRestrictedEvent(v));
+            "LicenseRestrictedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseRestrictedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseServerAvailableEvent(v)) => {
-                return Ok(Self::LicenseServerAvailableEvent(v));
+            "LicenseServerAvailableEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseServerAvailableEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseServerUnavailableEvent(v)) => {
-                return Ok(Self::LicenseServerUnavailableEvent(v));
+            "LicenseServerUnavailableEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseServerUnavailableEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LocalDatastoreCreatedEvent(v)) => {
-                return Ok(Self::LocalDatastoreCreatedEvent(v));
+            "LocalDatastoreCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LocalDatastoreCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LocalTSMEnabledEvent(v)) => {
-                return Ok(Self::LocalTSMEnabledEvent(v));
+            "LocalTSMEnabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LocalTSMEnabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::LockerMisconfiguredEvent(v)) => {
-                return Ok(Self::LockerMisconfiguredEvent(v));
+            "LockerMisconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LockerMisconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::LockerReconfiguredEvent(v)) => {
-                return Ok(Self::LockerReconfiguredEvent(v));
+            "LockerReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LockerReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationErrorEvent(v)) => {
-                return Ok(Self::MigrationErrorEvent(v));
+            "MigrationErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationEvent(v)) => {
-                return Ok(Self::MigrationEvent(v));
+            "MigrationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationHostErrorEvent(v)) => {
-                return Ok(Self::MigrationHostErrorEvent(v));
+            "MigrationHostErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationHostErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationHostWarningEvent(v)) => {
-                return Ok(Self::MigrationHostWarningEvent(v));
+            "MigrationHostWarningEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationHostWarningEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationResourceErrorEvent(v)) => {
-                return Ok(Self::MigrationResourceErrorEvent(v));
+            "MigrationResourceErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationResourceErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationResourceWarningEvent(v)) => {
-                return Ok(Self::MigrationResourceWarningEvent(v));
+            "MigrationResourceWarningEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationResourceWarningEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationWarningEvent(v)) => {
-                return Ok(Self::MigrationWarningEvent(v));
+            "MigrationWarningEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationWarningEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MtuMatchEvent(v)) => {
-                return Ok(Self::MtuMatchEvent(v));
+            "MtuMatchEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MtuMatchEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MtuMismatchEvent(v)) => {
-                return Ok(Self::MtuMismatchEvent(v));
+            "MtuMismatchEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MtuMismatchEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NASDatastoreCreatedEvent(v)) => {
-                return Ok(Self::NASDatastoreCreatedEvent(v));
+            "NASDatastoreCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NASDatastoreCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NetworkRollbackEvent(v)) => {
-                return Ok(Self::NetworkRollbackEvent(v));
+            "NetworkRollbackEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkRollbackEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NoAccessUserEvent(v)) => {
-                return Ok(Self::NoAccessUserEvent(v));
+            "NoAccessUserEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoAccessUserEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NoDatastoresConfiguredEvent(v)) => {
-                return Ok(Self::NoDatastoresConfiguredEvent(v));
+            "NoDatastoresConfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoDatastoresConfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NoLicenseEvent(v)) => {
-                return Ok(Self::NoLicenseEvent(v));
+            "NoLicenseEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoLicenseEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NoMaintenanceModeDrsRecommendationForVM(v)) => {
-                return Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v));
+            "NoMaintenanceModeDrsRecommendationForVM" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::n_2::Object::NonVIWorkloadDetectedOnDatastoreEvent(v)) => {
-                return Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v));
+            "NonVIWorkloadDetectedOnDatastoreEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::n_2::Object::NotEnoughResourcesToStartVmEvent(v)) => {
-                return Ok(Self::NotEnoughResourcesToStartVmEvent(v));
+            "NotEnoughResourcesToStartVmEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotEnoughResourcesToStartVmEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::o_1::Object::OutOfSyncDvsHost(v)) => {
-                return Ok(Self::OutOfSyncDvsHost(v));
+            "OutOfSyncDvsHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OutOfSyncDvsHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_1::Object::PermissionAddedEvent(v)) => {
-                return Ok(Self::PermissionAddedEvent(v));
+            "PermissionAddedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PermissionAddedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_1::Object::PermissionEvent(v)) => {
-                return Ok(Self::PermissionEvent(v));
+            "PermissionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PermissionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_1::Object::PermissionRemovedEvent(v)) => {
-                return Ok(Self::PermissionRemovedEvent(v));
+            "PermissionRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PermissionRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_1::Object::PermissionUpdatedEvent(v)) => {
-                return Ok(Self::PermissionUpdatedEvent(v));
+            "PermissionUpdatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PermissionUpdatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileAssociatedEvent(v)) => {
-                return Ok(Self::ProfileAssociatedEvent(v));
+            "ProfileAssociatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileAssociatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileChangedEvent(v)) => {
-                return Ok(Self::ProfileChangedEvent(v));
+            "ProfileChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileCreatedEvent(v)) => {
-                return Ok(Self::ProfileCreatedEvent(v));
+            "ProfileCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileDissociatedEvent(v)) => {
-                return Ok(Self::ProfileDissociatedEvent(v));
+            "ProfileDissociatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileDissociatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileEvent(v)) => return Ok(Self::ProfileEvent(v)),
+            "ProfileEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileReferenceHostChangedEvent(v)) => {
-                return Ok(Self::ProfileReferenceHostChangedEvent(v));
+            "ProfileReferenceHostChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileReferenceHostChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileRemovedEvent(v)) => {
-                return Ok(Self::ProfileRemovedEvent(v));
+            "ProfileRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_1::Object::RecoveryEvent(v)) => {
-                return Ok(Self::RecoveryEvent(v));
+            "RecoveryEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RecoveryEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_1::Object::RemoteTSMEnabledEvent(v)) => {
-                return Ok(Self::RemoteTSMEnabledEvent(v));
+            "RemoteTSMEnabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RemoteTSMEnabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolCreatedEvent(v)) => {
-                return Ok(Self::ResourcePoolCreatedEvent(v));
+            "ResourcePoolCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourcePoolCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolDestroyedEvent(v)) => {
-                return Ok(Self::ResourcePoolDestroyedEvent(v));
+            "ResourcePoolDestroyedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourcePoolDestroyedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolEvent(v)) => {
-                return Ok(Self::ResourcePoolEvent(v));
+            "ResourcePoolEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourcePoolEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolMovedEvent(v)) => {
-                return Ok(Self::ResourcePoolMovedEvent(v));
+            "ResourcePoolMovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourcePoolMovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolReconfiguredEvent(v)) => {
-                return Ok(Self::ResourcePoolReconfiguredEvent(v));
+            "ResourcePoolReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourcePoolReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourceViolatedEvent(v)) => {
-                return Ok(Self::ResourceViolatedEvent(v));
+            "ResourceViolatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourceViolatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RoleAddedEvent(v)) => {
-                return Ok(Self::RoleAddedEvent(v));
+            "RoleAddedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RoleAddedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RoleEvent(v)) => return Ok(Self::RoleEvent(v)),
+            "RoleEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RoleEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RoleRemovedEvent(v)) => {
-                return Ok(Self::RoleRemovedEvent(v));
+            "RoleRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RoleRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RoleUpdatedEvent(v)) => {
-                return Ok(Self::RoleUpdatedEvent(v));
+            "RoleUpdatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RoleUpdatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RollbackEvent(v)) => {
-                return Ok(Self::RollbackEvent(v));
+            "RollbackEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RollbackEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskCompletedEvent(v)) => {
-                return Ok(Self::ScheduledTaskCompletedEvent(v));
+            "ScheduledTaskCompletedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskCompletedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskCreatedEvent(v)) => {
-                return Ok(Self::ScheduledTaskCreatedEvent(v));
+            "ScheduledTaskCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskEmailCompletedEvent(v)) => {
-                return Ok(Self::ScheduledTaskEmailCompletedEvent(v));
+            "ScheduledTaskEmailCompletedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskEmailCompletedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskEmailFailedEvent(v)) => {
-                return Ok(Self::ScheduledTaskEmailFailedEvent(v));
+            "ScheduledTaskEmailFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskEmailFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskEvent(v)) => {
-                return Ok(Self::ScheduledTaskEvent(v));
+            "ScheduledTaskEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskFailedEvent(v)) => {
-                return Ok(Self::ScheduledTaskFailedEvent(v));
+            "ScheduledTaskFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskReconfiguredEvent(v)) => {
-                return Ok(Self::ScheduledTaskReconfiguredEvent(v));
+            "ScheduledTaskReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskRemovedEvent(v)) => {
-                return Ok(Self::ScheduledTaskRemovedEvent(v));
+            "ScheduledTaskRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskStartedEvent(v)) => {
-                return Ok(Self::ScheduledTaskStartedEvent(v));
+            "ScheduledTaskStartedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskStartedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ServerLicenseExpiredEvent(v)) => {
-                return Ok(Self::ServerLicenseExpiredEvent(v));
+            "ServerLicenseExpiredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ServerLicenseExpiredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ServerStartedSessionEvent(v)) => {
-                return Ok(Self::ServerStartedSessionEvent(v));
+            "ServerStartedSessionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ServerStartedSessionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_2::Object::SessionEvent(v)) => return Ok(Self::SessionEvent(v)),
+            "SessionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SessionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::s_2::Object::SessionTerminatedEvent(v)) => {
-                return Ok(Self::SessionTerminatedEvent(v));
+            "SessionTerminatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SessionTerminatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TaskEvent(v)) => return Ok(Self::TaskEvent(v)),
+            "TaskEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TaskTimeoutEvent(v)) => {
-                return Ok(Self::TaskTimeoutEvent(v));
+            "TaskTimeoutEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskTimeoutEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TeamingMatchEvent(v)) => {
-                return Ok(Self::TeamingMatchEvent(v));
+            "TeamingMatchEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TeamingMatchEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TeamingMisMatchEvent(v)) => {
-                return Ok(Self::TeamingMisMatchEvent(v));
+            "TeamingMisMatchEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TeamingMisMatchEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TemplateBeingUpgradedEvent(v)) => {
-                return Ok(Self::TemplateBeingUpgradedEvent(v));
+            "TemplateBeingUpgradedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TemplateBeingUpgradedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TemplateUpgradeEvent(v)) => {
-                return Ok(Self::TemplateUpgradeEvent(v));
+            "TemplateUpgradeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TemplateUpgradeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TemplateUpgradeFailedEvent(v)) => {
-                return Ok(Self::TemplateUpgradeFailedEvent(v));
+            "TemplateUpgradeFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TemplateUpgradeFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TemplateUpgradedEvent(v)) => {
-                return Ok(Self::TemplateUpgradedEvent(v));
+            "TemplateUpgradedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TemplateUpgradedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TimedOutHostOperationEvent(v)) => {
-                return Ok(Self::TimedOutHostOperationEvent(v));
+            "TimedOutHostOperationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TimedOutHostOperationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::u::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UnlicensedVirtualMachinesEvent(v)) => {
-                return Ok(Self::UnlicensedVirtualMachinesEvent(v));
+            "UnlicensedVirtualMachinesEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnlicensedVirtualMachinesEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UnlicensedVirtualMachinesFoundEvent(v)) => {
-                return Ok(Self::UnlicensedVirtualMachinesFoundEvent(v));
+            "UnlicensedVirtualMachinesFoundEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnlicensedVirtualMachinesFoundEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UpdatedAgentBeingRestartedEvent(v)) => {
-                return Ok(Self::UpdatedAgentBeingRestartedEvent(v));
+            "UpdatedAgentBeingRestartedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UpdatedAgentBeingRestartedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UpgradeEvent(v)) => return Ok(Self::UpgradeEvent(v)),
+            "UpgradeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UpgradeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UplinkPortMtuNotSupportEvent(v)) => {
-                return Ok(Self::UplinkPortMtuNotSupportEvent(v));
+            "UplinkPortMtuNotSupportEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UplinkPortMtuNotSupportEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UplinkPortMtuSupportEvent(v)) => {
-                return Ok(Self::UplinkPortMtuSupportEvent(v));
+            "UplinkPortMtuSupportEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UplinkPortMtuSupportEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UplinkPortVlanTrunkedEvent(v)) => {
-                return Ok(Self::UplinkPortVlanTrunkedEvent(v));
+            "UplinkPortVlanTrunkedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UplinkPortVlanTrunkedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UplinkPortVlanUntrunkedEvent(v)) => {
-                return Ok(Self::UplinkPortVlanUntrunkedEvent(v));
+            "UplinkPortVlanUntrunkedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UplinkPortVlanUntrunkedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserAssignedToGroup(v)) => {
-                return Ok(Self::UserAssignedToGroup(v));
+            "UserAssignedToGroup" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserAssignedToGroup(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserLoginSessionEvent(v)) => {
-                return Ok(Self::UserLoginSessionEvent(v));
+            "UserLoginSessionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserLoginSessionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserLogoutSessionEvent(v)) => {
-                return Ok(Self::UserLogoutSessionEvent(v));
+            "UserLogoutSessionEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserLogoutSessionEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserPasswordChanged(v)) => {
-                return Ok(Self::UserPasswordChanged(v));
+            "UserPasswordChanged" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserPasswordChanged(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserUnassignedFromGroup(v)) => {
-                return Ok(Self::UserUnassignedFromGroup(v));
+            "UserUnassignedFromGroup" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserUnassignedFromGroup(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserUpgradeEvent(v)) => {
-                return Ok(Self::UserUpgradeEvent(v));
+            "UserUpgradeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserUpgradeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_1::Object::VMFSDatastoreCreatedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreCreatedEvent(v));
+            "VMFSDatastoreCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMFSDatastoreCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_1::Object::VMFSDatastoreExpandedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreExpandedEvent(v));
+            "VMFSDatastoreExpandedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMFSDatastoreExpandedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_1::Object::VMFSDatastoreExtendedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreExtendedEvent(v));
+            "VMFSDatastoreExtendedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMFSDatastoreExtendedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_1::Object::VMotionLicenseExpiredEvent(v)) => {
-                return Ok(Self::VMotionLicenseExpiredEvent(v));
+            "VMotionLicenseExpiredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionLicenseExpiredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmEmigratingEvent(v)) => {
-                return Ok(Self::VmEmigratingEvent(v));
+            "VcAgentUninstallFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VcAgentUninstallFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmEndRecordingEvent(v)) => {
-                return Ok(Self::VmEndRecordingEvent(v));
+            "VcAgentUninstalledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VcAgentUninstalledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmEndReplayingEvent(v)) => {
-                return Ok(Self::VmEndReplayingEvent(v));
+            "VcAgentUpgradeFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VcAgentUpgradeFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmEvent(v)) => return Ok(Self::VmEvent(v)),
+            "VcAgentUpgradedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VcAgentUpgradedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedMigrateEvent(v)) => {
-                return Ok(Self::VmFailedMigrateEvent(v));
+            "VimAccountPasswordChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VimAccountPasswordChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedRelayoutEvent(v)) => {
-                return Ok(Self::VmFailedRelayoutEvent(v));
+            "VmAcquiredMksTicketEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmAcquiredMksTicketEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v)) => {
-                return Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v));
+            "VmAcquiredTicketEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmAcquiredTicketEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmFailedStartingSecondaryEvent(v));
+            "VmAutoRenameEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmAutoRenameEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToPowerOffEvent(v)) => {
-                return Ok(Self::VmFailedToPowerOffEvent(v));
+            "VmBeingClonedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmBeingClonedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToPowerOnEvent(v)) => {
-                return Ok(Self::VmFailedToPowerOnEvent(v));
+            "VmBeingClonedNoFolderEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmBeingClonedNoFolderEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToRebootGuestEvent(v)) => {
-                return Ok(Self::VmFailedToRebootGuestEvent(v));
+            "VmBeingCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmBeingCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToResetEvent(v)) => {
-                return Ok(Self::VmFailedToResetEvent(v));
+            "VmBeingDeployedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmBeingDeployedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToShutdownGuestEvent(v)) => {
-                return Ok(Self::VmFailedToShutdownGuestEvent(v));
+            "VmBeingHotMigratedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmBeingHotMigratedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToStandbyGuestEvent(v)) => {
-                return Ok(Self::VmFailedToStandbyGuestEvent(v));
+            "VmBeingMigratedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmBeingMigratedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToSuspendEvent(v)) => {
-                return Ok(Self::VmFailedToSuspendEvent(v));
+            "VmBeingRelocatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmBeingRelocatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedUpdatingSecondaryConfig(v)) => {
-                return Ok(Self::VmFailedUpdatingSecondaryConfig(v));
+            "VmCloneEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmCloneEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailoverFailed(v)) => {
-                return Ok(Self::VmFailoverFailed(v));
+            "VmCloneFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmCloneFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFaultToleranceStateChangedEvent(v)) => {
-                return Ok(Self::VmFaultToleranceStateChangedEvent(v));
+            "VmClonedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmClonedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFaultToleranceTurnedOffEvent(v)) => {
-                return Ok(Self::VmFaultToleranceTurnedOffEvent(v));
+            "VmConfigMissingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConfigMissingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFaultToleranceVmTerminatedEvent(v)) => {
-                return Ok(Self::VmFaultToleranceVmTerminatedEvent(v));
+            "VmConnectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConnectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmGuestOSCrashedEvent(v)) => {
-                return Ok(Self::VmGuestOSCrashedEvent(v));
+            "VmCreatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmCreatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmGuestRebootEvent(v)) => {
-                return Ok(Self::VmGuestRebootEvent(v));
+            "VmDasBeingResetEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDasBeingResetEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmGuestShutdownEvent(v)) => {
-                return Ok(Self::VmGuestShutdownEvent(v));
+            "VmDasBeingResetWithScreenshotEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDasBeingResetWithScreenshotEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmGuestStandbyEvent(v)) => {
-                return Ok(Self::VmGuestStandbyEvent(v));
+            "VmDasResetFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDasResetFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmHealthMonitoringStateChangedEvent(v)) => {
-                return Ok(Self::VmHealthMonitoringStateChangedEvent(v));
+            "VmDasUpdateErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDasUpdateErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmInstanceUuidAssignedEvent(v)) => {
-                return Ok(Self::VmInstanceUuidAssignedEvent(v));
+            "VmDasUpdateOkEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDasUpdateOkEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmInstanceUuidChangedEvent(v)) => {
-                return Ok(Self::VmInstanceUuidChangedEvent(v));
+            "VmDateRolledBackEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDateRolledBackEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmInstanceUuidConflictEvent(v)) => {
-                return Ok(Self::VmInstanceUuidConflictEvent(v));
+            "VmDeployFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDeployFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMacAssignedEvent(v)) => {
-                return Ok(Self::VmMacAssignedEvent(v));
+            "VmDeployedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDeployedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMacChangedEvent(v)) => {
-                return Ok(Self::VmMacChangedEvent(v));
+            "VmDisconnectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDisconnectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMacConflictEvent(v)) => {
-                return Ok(Self::VmMacConflictEvent(v));
+            "VmDiscoveredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDiscoveredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMaxFTRestartCountReached(v)) => {
-                return Ok(Self::VmMaxFTRestartCountReached(v));
+            "VmDiskFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDiskFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMaxRestartCountReached(v)) => {
-                return Ok(Self::VmMaxRestartCountReached(v));
+            "VmEmigratingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmEmigratingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMessageErrorEvent(v)) => {
-                return Ok(Self::VmMessageErrorEvent(v));
+            "VmEndRecordingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmEndRecordingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMessageEvent(v)) => {
-                return Ok(Self::VmMessageEvent(v));
+            "VmEndReplayingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmEndReplayingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMessageWarningEvent(v)) => {
-                return Ok(Self::VmMessageWarningEvent(v));
+            "VmEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMigratedEvent(v)) => {
-                return Ok(Self::VmMigratedEvent(v));
+            "VmFailedMigrateEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedMigrateEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmNoCompatibleHostForSecondaryEvent(v)) => {
-                return Ok(Self::VmNoCompatibleHostForSecondaryEvent(v));
+            "VmFailedRelayoutEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedRelayoutEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmNoNetworkAccessEvent(v)) => {
-                return Ok(Self::VmNoNetworkAccessEvent(v));
+            "VmFailedRelayoutOnVmfs2DatastoreEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmOrphanedEvent(v)) => {
-                return Ok(Self::VmOrphanedEvent(v));
+            "VmFailedStartingSecondaryEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedStartingSecondaryEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPowerOffOnIsolationEvent(v)) => {
-                return Ok(Self::VmPowerOffOnIsolationEvent(v));
+            "VmFailedToPowerOffEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedToPowerOffEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPoweredOffEvent(v)) => {
-                return Ok(Self::VmPoweredOffEvent(v));
+            "VmFailedToPowerOnEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedToPowerOnEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPoweredOnEvent(v)) => {
-                return Ok(Self::VmPoweredOnEvent(v));
+            "VmFailedToRebootGuestEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedToRebootGuestEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPoweringOnWithCustomizedDVPortEvent(v)) => {
-                return Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v));
+            "VmFailedToResetEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedToResetEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPrimaryFailoverEvent(v)) => {
-                return Ok(Self::VmPrimaryFailoverEvent(v));
+            "VmFailedToShutdownGuestEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedToShutdownGuestEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmReconfiguredEvent(v)) => {
-                return Ok(Self::VmReconfiguredEvent(v));
+            "VmFailedToStandbyGuestEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedToStandbyGuestEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmRegisteredEvent(v)) => {
-                return Ok(Self::VmRegisteredEvent(v));
+            "VmFailedToSuspendEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedToSuspendEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmRelayoutSuccessfulEvent(v)) => {
-                return Ok(Self::VmRelayoutSuccessfulEvent(v));
+            "VmFailedUpdatingSecondaryConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailedUpdatingSecondaryConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmRelayoutUpToDateEvent(v)) => {
-                return Ok(Self::VmRelayoutUpToDateEvent(v));
+            "VmFailoverFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFailoverFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmReloadFromPathEvent(v)) => {
-                return Ok(Self::VmReloadFromPathEvent(v));
+            "VmFaultToleranceStateChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceStateChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmReloadFromPathFailedEvent(v)) => {
-                return Ok(Self::VmReloadFromPathFailedEvent(v));
+            "VmFaultToleranceTurnedOffEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceTurnedOffEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmRelocateFailedEvent(v)) => {
-                return Ok(Self::VmRelocateFailedEvent(v));
+            "VmFaultToleranceVmTerminatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceVmTerminatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRelocateSpecEvent(v)) => {
-                return Ok(Self::VmRelocateSpecEvent(v));
+            "VmGuestOSCrashedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmGuestOSCrashedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRelocatedEvent(v)) => {
-                return Ok(Self::VmRelocatedEvent(v));
+            "VmGuestRebootEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmGuestRebootEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRemoteConsoleConnectedEvent(v)) => {
-                return Ok(Self::VmRemoteConsoleConnectedEvent(v));
+            "VmGuestShutdownEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmGuestShutdownEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRemoteConsoleDisconnectedEvent(v)) => {
-                return Ok(Self::VmRemoteConsoleDisconnectedEvent(v));
+            "VmGuestStandbyEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmGuestStandbyEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRemovedEvent(v)) => {
-                return Ok(Self::VmRemovedEvent(v));
+            "VmHealthMonitoringStateChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmHealthMonitoringStateChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRenamedEvent(v)) => {
-                return Ok(Self::VmRenamedEvent(v));
+            "VmInstanceUuidAssignedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmInstanceUuidAssignedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRequirementsExceedCurrentEVCModeEvent(v)) => {
-                return Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v));
+            "VmInstanceUuidChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmInstanceUuidChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmResettingEvent(v)) => {
-                return Ok(Self::VmResettingEvent(v));
+            "VmInstanceUuidConflictEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmInstanceUuidConflictEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmResourcePoolMovedEvent(v)) => {
-                return Ok(Self::VmResourcePoolMovedEvent(v));
+            "VmMacAssignedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMacAssignedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmResourceReallocatedEvent(v)) => {
-                return Ok(Self::VmResourceReallocatedEvent(v));
+            "VmMacChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMacChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRestartedOnAlternateHostEvent(v)) => {
-                return Ok(Self::VmRestartedOnAlternateHostEvent(v));
+            "VmMacConflictEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMacConflictEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmResumingEvent(v)) => {
-                return Ok(Self::VmResumingEvent(v));
+            "VmMaxFTRestartCountReached" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMaxFTRestartCountReached(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryAddedEvent(v)) => {
-                return Ok(Self::VmSecondaryAddedEvent(v));
+            "VmMaxRestartCountReached" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMaxRestartCountReached(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryDisabledBySystemEvent(v)) => {
-                return Ok(Self::VmSecondaryDisabledBySystemEvent(v));
+            "VmMessageErrorEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMessageErrorEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryDisabledEvent(v)) => {
-                return Ok(Self::VmSecondaryDisabledEvent(v));
+            "VmMessageEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMessageEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryEnabledEvent(v)) => {
-                return Ok(Self::VmSecondaryEnabledEvent(v));
+            "VmMessageWarningEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMessageWarningEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryStartedEvent(v)) => {
-                return Ok(Self::VmSecondaryStartedEvent(v));
+            "VmMigratedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMigratedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmShutdownOnIsolationEvent(v)) => {
-                return Ok(Self::VmShutdownOnIsolationEvent(v));
+            "VmNoCompatibleHostForSecondaryEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmNoCompatibleHostForSecondaryEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStartRecordingEvent(v)) => {
-                return Ok(Self::VmStartRecordingEvent(v));
+            "VmNoNetworkAccessEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmNoNetworkAccessEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStartReplayingEvent(v)) => {
-                return Ok(Self::VmStartReplayingEvent(v));
+            "VmOrphanedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmOrphanedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStartingEvent(v)) => {
-                return Ok(Self::VmStartingEvent(v));
+            "VmPowerOffOnIsolationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmPowerOffOnIsolationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmStartingSecondaryEvent(v));
+            "VmPoweredOffEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmPoweredOffEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStaticMacConflictEvent(v)) => {
-                return Ok(Self::VmStaticMacConflictEvent(v));
+            "VmPoweredOnEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmPoweredOnEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStoppingEvent(v)) => {
-                return Ok(Self::VmStoppingEvent(v));
+            "VmPoweringOnWithCustomizedDVPortEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSuspendedEvent(v)) => {
-                return Ok(Self::VmSuspendedEvent(v));
+            "VmPrimaryFailoverEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmPrimaryFailoverEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSuspendingEvent(v)) => {
-                return Ok(Self::VmSuspendingEvent(v));
+            "VmReconfiguredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmReconfiguredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmTimedoutStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmTimedoutStartingSecondaryEvent(v));
+            "VmRegisteredEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRegisteredEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUnsupportedStartingEvent(v)) => {
-                return Ok(Self::VmUnsupportedStartingEvent(v));
+            "VmRelayoutSuccessfulEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRelayoutSuccessfulEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUpgradeCompleteEvent(v)) => {
-                return Ok(Self::VmUpgradeCompleteEvent(v));
+            "VmRelayoutUpToDateEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRelayoutUpToDateEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUpgradeFailedEvent(v)) => {
-                return Ok(Self::VmUpgradeFailedEvent(v));
+            "VmReloadFromPathEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmReloadFromPathEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUpgradingEvent(v)) => {
-                return Ok(Self::VmUpgradingEvent(v));
+            "VmReloadFromPathFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmReloadFromPathFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUuidAssignedEvent(v)) => {
-                return Ok(Self::VmUuidAssignedEvent(v));
+            "VmRelocateFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRelocateFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUuidChangedEvent(v)) => {
-                return Ok(Self::VmUuidChangedEvent(v));
+            "VmRelocateSpecEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRelocateSpecEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUuidConflictEvent(v)) => {
-                return Ok(Self::VmUuidConflictEvent(v));
+            "VmRelocatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRelocatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationClearEvent(v)) => {
-                return Ok(Self::VmVnicPoolReservationViolationClearEvent(v));
+            "VmRemoteConsoleConnectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRemoteConsoleConnectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationRaiseEvent(v)) => {
-                return Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v));
+            "VmRemoteConsoleDisconnectedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRemoteConsoleDisconnectedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmWwnAssignedEvent(v)) => {
-                return Ok(Self::VmWwnAssignedEvent(v));
+            "VmRemovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRemovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmWwnChangedEvent(v)) => {
-                return Ok(Self::VmWwnChangedEvent(v));
+            "VmRenamedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRenamedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmWwnConflictEvent(v)) => {
-                return Ok(Self::VmWwnConflictEvent(v));
+            "VmRequirementsExceedCurrentEVCModeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VcAgentUninstallFailedEvent(v)) => {
-                return Ok(Self::VcAgentUninstallFailedEvent(v));
+            "VmResettingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmResettingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VcAgentUninstalledEvent(v)) => {
-                return Ok(Self::VcAgentUninstalledEvent(v));
+            "VmResourcePoolMovedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmResourcePoolMovedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VcAgentUpgradeFailedEvent(v)) => {
-                return Ok(Self::VcAgentUpgradeFailedEvent(v));
+            "VmResourceReallocatedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmResourceReallocatedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VcAgentUpgradedEvent(v)) => {
-                return Ok(Self::VcAgentUpgradedEvent(v));
+            "VmRestartedOnAlternateHostEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmRestartedOnAlternateHostEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VimAccountPasswordChangedEvent(v)) => {
-                return Ok(Self::VimAccountPasswordChangedEvent(v));
+            "VmResumingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmResumingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmAcquiredMksTicketEvent(v)) => {
-                return Ok(Self::VmAcquiredMksTicketEvent(v));
+            "VmSecondaryAddedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSecondaryAddedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmAcquiredTicketEvent(v)) => {
-                return Ok(Self::VmAcquiredTicketEvent(v));
+            "VmSecondaryDisabledBySystemEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSecondaryDisabledBySystemEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmAutoRenameEvent(v)) => {
-                return Ok(Self::VmAutoRenameEvent(v));
+            "VmSecondaryDisabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSecondaryDisabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingClonedEvent(v)) => {
-                return Ok(Self::VmBeingClonedEvent(v));
+            "VmSecondaryEnabledEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSecondaryEnabledEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingClonedNoFolderEvent(v)) => {
-                return Ok(Self::VmBeingClonedNoFolderEvent(v));
+            "VmSecondaryStartedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSecondaryStartedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingCreatedEvent(v)) => {
-                return Ok(Self::VmBeingCreatedEvent(v));
+            "VmShutdownOnIsolationEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmShutdownOnIsolationEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingDeployedEvent(v)) => {
-                return Ok(Self::VmBeingDeployedEvent(v));
+            "VmStartRecordingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmStartRecordingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingHotMigratedEvent(v)) => {
-                return Ok(Self::VmBeingHotMigratedEvent(v));
+            "VmStartReplayingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmStartReplayingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingMigratedEvent(v)) => {
-                return Ok(Self::VmBeingMigratedEvent(v));
+            "VmStartingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmStartingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingRelocatedEvent(v)) => {
-                return Ok(Self::VmBeingRelocatedEvent(v));
+            "VmStartingSecondaryEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmStartingSecondaryEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmCloneEvent(v)) => return Ok(Self::VmCloneEvent(v)),
+            "VmStaticMacConflictEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmStaticMacConflictEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmCloneFailedEvent(v)) => {
-                return Ok(Self::VmCloneFailedEvent(v));
+            "VmStoppingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmStoppingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmClonedEvent(v)) => {
-                return Ok(Self::VmClonedEvent(v));
+            "VmSuspendedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSuspendedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmConfigMissingEvent(v)) => {
-                return Ok(Self::VmConfigMissingEvent(v));
+            "VmSuspendingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSuspendingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmConnectedEvent(v)) => {
-                return Ok(Self::VmConnectedEvent(v));
+            "VmTimedoutStartingSecondaryEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmTimedoutStartingSecondaryEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmCreatedEvent(v)) => {
-                return Ok(Self::VmCreatedEvent(v));
+            "VmUnsupportedStartingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmUnsupportedStartingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasBeingResetEvent(v)) => {
-                return Ok(Self::VmDasBeingResetEvent(v));
+            "VmUpgradeCompleteEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmUpgradeCompleteEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasBeingResetWithScreenshotEvent(v)) => {
-                return Ok(Self::VmDasBeingResetWithScreenshotEvent(v));
+            "VmUpgradeFailedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmUpgradeFailedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasResetFailedEvent(v)) => {
-                return Ok(Self::VmDasResetFailedEvent(v));
+            "VmUpgradingEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmUpgradingEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasUpdateErrorEvent(v)) => {
-                return Ok(Self::VmDasUpdateErrorEvent(v));
+            "VmUuidAssignedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmUuidAssignedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasUpdateOkEvent(v)) => {
-                return Ok(Self::VmDasUpdateOkEvent(v));
+            "VmUuidChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmUuidChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDateRolledBackEvent(v)) => {
-                return Ok(Self::VmDateRolledBackEvent(v));
+            "VmUuidConflictEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmUuidConflictEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDeployFailedEvent(v)) => {
-                return Ok(Self::VmDeployFailedEvent(v));
+            "VmVnicPoolReservationViolationClearEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmVnicPoolReservationViolationClearEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDeployedEvent(v)) => {
-                return Ok(Self::VmDeployedEvent(v));
+            "VmVnicPoolReservationViolationRaiseEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDisconnectedEvent(v)) => {
-                return Ok(Self::VmDisconnectedEvent(v));
+            "VmWwnAssignedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmWwnAssignedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDiscoveredEvent(v)) => {
-                return Ok(Self::VmDiscoveredEvent(v));
+            "VmWwnChangedEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmWwnChangedEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDiskFailedEvent(v)) => {
-                return Ok(Self::VmDiskFailedEvent(v));
+            "VmWwnConflictEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmWwnConflictEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
             #[cfg(feature = "all-events")]
-            Ok(chunks::w_to_v::Object::WarningUpgradeEvent(v)) => {
-                return Ok(Self::WarningUpgradeEvent(v));
+            "WarningUpgradeEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WarningUpgradeEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }

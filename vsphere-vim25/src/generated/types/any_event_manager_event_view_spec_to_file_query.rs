@@ -80,18 +80,22 @@ impl AnyEventManagerEventViewSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
-            Ok(chunks::e::Object::EventManagerEventViewSpec(v)) => {
-                return Ok(Self::EventManagerEventViewSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "EventManagerEventViewSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EventManagerEventViewSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::e::Object::EventManagerViewByStartId(v)) => {
-                return Ok(Self::EventManagerViewByStartId(v));
+            "EventManagerViewByStartId" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EventManagerViewByStartId(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyEventManagerEventViewSpec {
@@ -245,21 +249,28 @@ impl AnyFaultToleranceConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            Ok(chunks::e_to_f::Object::FaultToleranceConfigInfo(v)) => {
-                return Ok(Self::FaultToleranceConfigInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "FaultToleranceConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::e_to_f::Object::FaultTolerancePrimaryConfigInfo(v)) => {
-                return Ok(Self::FaultTolerancePrimaryConfigInfo(v));
+            "FaultTolerancePrimaryConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultTolerancePrimaryConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::e_to_f::Object::FaultToleranceSecondaryConfigInfo(v)) => {
-                return Ok(Self::FaultToleranceSecondaryConfigInfo(v));
+            "FaultToleranceSecondaryConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceSecondaryConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyFaultToleranceConfigInfo {
@@ -473,64 +484,70 @@ impl AnyFileInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            Ok(chunks::e_to_f::Object::FileInfo(v)) => return Ok(Self::FileInfo(v)),
-            Ok(chunks::e_to_f::Object::FloppyImageFileInfo(v)) => {
-                return Ok(Self::FloppyImageFileInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "FileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            Ok(chunks::f_to_g::Object::FolderFileInfo(v)) => {
-                return Ok(Self::FolderFileInfo(v));
+            "FloppyImageFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FloppyImageFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
-            Ok(chunks::i_2::Object::IsoImageFileInfo(v)) => {
-                return Ok(Self::IsoImageFileInfo(v));
+            "FolderFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FolderFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TemplateConfigFileInfo(v)) => {
-                return Ok(Self::TemplateConfigFileInfo(v));
+            "IsoImageFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IsoImageFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
-            Ok(chunks::v_10::Object::VmLogFileInfo(v)) => {
-                return Ok(Self::VmLogFileInfo(v));
+            "TemplateConfigFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TemplateConfigFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_10::Object::VmNvramFileInfo(v)) => {
-                return Ok(Self::VmNvramFileInfo(v));
+            "VmConfigFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConfigFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            Ok(chunks::v_11::Object::VmSnapshotFileInfo(v)) => {
-                return Ok(Self::VmSnapshotFileInfo(v));
+            "VmDiskFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDiskFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VmConfigFileInfo(v)) => {
-                return Ok(Self::VmConfigFileInfo(v));
+            "VmLogFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmLogFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VmDiskFileInfo(v)) => {
-                return Ok(Self::VmDiskFileInfo(v));
+            "VmNvramFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmNvramFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VmSnapshotFileInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSnapshotFileInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyFileInfo {
@@ -880,64 +897,70 @@ impl AnyFileQuery {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            Ok(chunks::e_to_f::Object::FileQuery(v)) => return Ok(Self::FileQuery(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            Ok(chunks::f_to_g::Object::FloppyImageFileQuery(v)) => {
-                return Ok(Self::FloppyImageFileQuery(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "FileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::f_to_g::Object::FolderFileQuery(v)) => {
-                return Ok(Self::FolderFileQuery(v));
+            "FloppyImageFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FloppyImageFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
-            Ok(chunks::i_2::Object::IsoImageFileQuery(v)) => {
-                return Ok(Self::IsoImageFileQuery(v));
+            "FolderFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FolderFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TemplateConfigFileQuery(v)) => {
-                return Ok(Self::TemplateConfigFileQuery(v));
+            "IsoImageFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IsoImageFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
-            Ok(chunks::v_10::Object::VmLogFileQuery(v)) => {
-                return Ok(Self::VmLogFileQuery(v));
+            "TemplateConfigFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TemplateConfigFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_10::Object::VmNvramFileQuery(v)) => {
-                return Ok(Self::VmNvramFileQuery(v));
+            "VmConfigFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConfigFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            Ok(chunks::v_11::Object::VmSnapshotFileQuery(v)) => {
-                return Ok(Self::VmSnapshotFileQuery(v));
+            "VmDiskFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmDiskFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VmConfigFileQuery(v)) => {
-                return Ok(Self::VmConfigFileQuery(v));
+            "VmLogFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmLogFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VmDiskFileQuery(v)) => {
-                return Ok(Self::VmDiskFileQuery(v));
+            "VmNvramFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmNvramFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VmSnapshotFileQuery" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSnapshotFileQuery(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyFileQuery {

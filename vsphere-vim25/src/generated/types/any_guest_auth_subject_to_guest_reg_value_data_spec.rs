@@ -89,21 +89,28 @@ impl AnyGuestAuthSubject {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            Ok(chunks::f_to_g::Object::GuestAuthSubject(v)) => {
-                return Ok(Self::GuestAuthSubject(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "GuestAuthSubject" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestAuthSubject(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::f_to_g::Object::GuestAuthAnySubject(v)) => {
-                return Ok(Self::GuestAuthAnySubject(v));
+            "GuestAuthAnySubject" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestAuthAnySubject(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::f_to_g::Object::GuestAuthNamedSubject(v)) => {
-                return Ok(Self::GuestAuthNamedSubject(v));
+            "GuestAuthNamedSubject" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestAuthNamedSubject(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyGuestAuthSubject {
@@ -281,39 +288,40 @@ impl AnyGuestAuthentication {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            Ok(chunks::f_to_g::Object::GuestAuthentication(v)) => {
-                return Ok(Self::GuestAuthentication(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "GuestAuthentication" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestAuthentication(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
-            Ok(chunks::n_1::Object::NamePasswordAuthentication(v)) => {
-                return Ok(Self::NamePasswordAuthentication(v));
+            "NamePasswordAuthentication" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NamePasswordAuthentication(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::SAMLTokenAuthentication(v)) => {
-                return Ok(Self::SAMLTokenAuthentication(v));
+            "SAMLTokenAuthentication" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SAMLTokenAuthentication(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_1::Object::SSPIAuthentication(v)) => {
-                return Ok(Self::SSPIAuthentication(v));
+            "SSPIAuthentication" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SSPIAuthentication(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TicketedSessionAuthentication(v)) => {
-                return Ok(Self::TicketedSessionAuthentication(v));
+            "TicketedSessionAuthentication" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TicketedSessionAuthentication(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyGuestAuthentication {
@@ -511,25 +519,28 @@ impl AnyGuestFileAttributes {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            Ok(chunks::f_to_g::Object::GuestFileAttributes(v)) => {
-                return Ok(Self::GuestFileAttributes(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "GuestFileAttributes" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestFileAttributes(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::g::Object>(object) {
-            Ok(chunks::g::Object::GuestPosixFileAttributes(v)) => {
-                return Ok(Self::GuestPosixFileAttributes(v));
+            "GuestPosixFileAttributes" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestPosixFileAttributes(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::g::Object::GuestWindowsFileAttributes(v)) => {
-                return Ok(Self::GuestWindowsFileAttributes(v));
+            "GuestWindowsFileAttributes" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestWindowsFileAttributes(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyGuestFileAttributes {
@@ -678,18 +689,22 @@ impl AnyGuestProgramSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::g::Object>(object) {
-            Ok(chunks::g::Object::GuestProgramSpec(v)) => {
-                return Ok(Self::GuestProgramSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "GuestProgramSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestProgramSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::g::Object::GuestWindowsProgramSpec(v)) => {
-                return Ok(Self::GuestWindowsProgramSpec(v));
+            "GuestWindowsProgramSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestWindowsProgramSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyGuestProgramSpec {
@@ -866,33 +881,52 @@ impl AnyGuestRegValueDataSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::g::Object>(object) {
-            Ok(chunks::g::Object::GuestRegValueDataSpec(v)) => {
-                return Ok(Self::GuestRegValueDataSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "GuestRegValueDataSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegValueDataSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::g::Object::GuestRegValueBinarySpec(v)) => {
-                return Ok(Self::GuestRegValueBinarySpec(v));
+            "GuestRegValueBinarySpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegValueBinarySpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::g::Object::GuestRegValueDwordSpec(v)) => {
-                return Ok(Self::GuestRegValueDwordSpec(v));
+            "GuestRegValueDwordSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegValueDwordSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::g::Object::GuestRegValueExpandStringSpec(v)) => {
-                return Ok(Self::GuestRegValueExpandStringSpec(v));
+            "GuestRegValueExpandStringSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegValueExpandStringSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::g::Object::GuestRegValueMultiStringSpec(v)) => {
-                return Ok(Self::GuestRegValueMultiStringSpec(v));
+            "GuestRegValueMultiStringSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegValueMultiStringSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::g::Object::GuestRegValueQwordSpec(v)) => {
-                return Ok(Self::GuestRegValueQwordSpec(v));
+            "GuestRegValueQwordSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegValueQwordSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::g::Object::GuestRegValueStringSpec(v)) => {
-                return Ok(Self::GuestRegValueStringSpec(v));
+            "GuestRegValueStringSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegValueStringSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyGuestRegValueDataSpec {

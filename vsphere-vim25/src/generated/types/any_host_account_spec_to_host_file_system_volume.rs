@@ -80,22 +80,22 @@ impl AnyHostAccountSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
-            Ok(chunks::h_1::Object::HostAccountSpec(v)) => {
-                return Ok(Self::HostAccountSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "HostAccountSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostAccountSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
-            Ok(chunks::h_7::Object::HostPosixAccountSpec(v)) => {
-                return Ok(Self::HostPosixAccountSpec(v));
+            "HostPosixAccountSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostPosixAccountSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyHostAccountSpec {
@@ -281,39 +281,38 @@ impl AnyHostAuthenticationStoreInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_1::Object::HostAuthenticationStoreInfo(v)) => {
-                return Ok(Self::HostAuthenticationStoreInfo(v));
+            "HostAuthenticationStoreInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostAuthenticationStoreInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_1::Object::HostActiveDirectoryInfo(v)) => {
-                return Ok(Self::HostActiveDirectoryInfo(v));
+            "HostActiveDirectoryInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostActiveDirectoryInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_3::Object::HostDirectoryStoreInfo(v)) => {
-                return Ok(Self::HostDirectoryStoreInfo(v));
+            "HostDirectoryStoreInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDirectoryStoreInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_5::Object::HostLocalAuthenticationInfo(v)) => {
-                return Ok(Self::HostLocalAuthenticationInfo(v));
+            "HostLocalAuthenticationInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostLocalAuthenticationInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -534,22 +533,22 @@ impl AnyHostConnectInfoNetworkInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
-            Ok(chunks::h_2::Object::HostConnectInfoNetworkInfo(v)) => {
-                return Ok(Self::HostConnectInfoNetworkInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "HostConnectInfoNetworkInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostConnectInfoNetworkInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
-            Ok(chunks::h_6::Object::HostNewNetworkConnectInfo(v)) => {
-                return Ok(Self::HostNewNetworkConnectInfo(v));
+            "HostNewNetworkConnectInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNewNetworkConnectInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyHostConnectInfoNetworkInfo {
@@ -709,21 +708,28 @@ impl AnyHostDatastoreConnectInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
-            Ok(chunks::h_2::Object::HostDatastoreConnectInfo(v)) => {
-                return Ok(Self::HostDatastoreConnectInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "HostDatastoreConnectInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDatastoreConnectInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_2::Object::HostDatastoreExistsConnectInfo(v)) => {
-                return Ok(Self::HostDatastoreExistsConnectInfo(v));
+            "HostDatastoreExistsConnectInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDatastoreExistsConnectInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_2::Object::HostDatastoreNameConflictConnectInfo(v)) => {
-                return Ok(Self::HostDatastoreNameConflictConnectInfo(v));
+            "HostDatastoreNameConflictConnectInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDatastoreNameConflictConnectInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyHostDatastoreConnectInfo {
@@ -894,21 +900,24 @@ impl AnyHostDnsConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_3::Object::HostDnsConfig(v)) => {
-                return Ok(Self::HostDnsConfig(v));
+            "HostDnsConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDnsConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_3::Object::HostDnsConfigSpec(v)) => {
-                return Ok(Self::HostDnsConfigSpec(v));
+            "HostDnsConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostDnsConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -1128,59 +1137,60 @@ impl AnyHostFileSystemVolume {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
-            Ok(chunks::h_10::Object::HostVffsVolume(v)) => {
-                return Ok(Self::HostVffsVolume(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "HostFileSystemVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostFileSystemVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_10::Object::HostVmfsVolume(v)) => {
-                return Ok(Self::HostVmfsVolume(v));
-            }
-            Ok(chunks::h_10::Object::HostVvolVolume(v)) => {
-                return Ok(Self::HostVvolVolume(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
-            Ok(chunks::h_3::Object::HostFileSystemVolume(v)) => {
-                return Ok(Self::HostFileSystemVolume(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_5::Object::HostLocalFileSystemVolume(v)) => {
-                return Ok(Self::HostLocalFileSystemVolume(v));
+            "HostLocalFileSystemVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostLocalFileSystemVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_5::Object::HostNasVolume(v)) => {
-                return Ok(Self::HostNasVolume(v));
+            "HostNasVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNasVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
-            Ok(chunks::h_6::Object::HostPMemVolume(v)) => {
-                return Ok(Self::HostPMemVolume(v));
+            "HostPMemVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostPMemVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_9::Object::HostVfatVolume(v)) => {
-                return Ok(Self::HostVfatVolume(v));
+            "HostVfatVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostVfatVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "HostVffsVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostVffsVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "HostVmfsVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostVmfsVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "HostVvolVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostVvolVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyHostFileSystemVolume {

@@ -89,29 +89,28 @@ impl AnyHostHardwareElementInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
-            Ok(chunks::d_4::Object::DpuStatusInfo(v)) => {
-                return Ok(Self::DpuStatusInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "HostHardwareElementInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostHardwareElementInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
-            Ok(chunks::h_4::Object::HostHardwareElementInfo(v)) => {
-                return Ok(Self::HostHardwareElementInfo(v));
+            "DpuStatusInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DpuStatusInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
-            Ok(chunks::h_8::Object::HostStorageElementInfo(v)) => {
-                return Ok(Self::HostStorageElementInfo(v));
+            "HostStorageElementInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostStorageElementInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyHostHardwareElementInfo {
@@ -282,26 +281,24 @@ impl AnyHostHbaCreateSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_4::Object::HostHbaCreateSpec(v)) => {
-                return Ok(Self::HostHbaCreateSpec(v));
+            "HostHbaCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostHbaCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_9::Object::HostTcpHbaCreateSpec(v)) => {
-                return Ok(Self::HostTcpHbaCreateSpec(v));
+            "HostTcpHbaCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostTcpHbaCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -600,75 +597,80 @@ impl AnyHostHostBusAdapter {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_1::Object::HostBlockHba(v)) => return Ok(Self::HostBlockHba(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::h_3::Object::HostFibreChannelHba(v)) => {
-                return Ok(Self::HostFibreChannelHba(v));
+            "HostHostBusAdapter" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostHostBusAdapter(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_3::Object::HostFibreChannelOverEthernetHba(v)) => {
-                return Ok(Self::HostFibreChannelOverEthernetHba(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::h_4::Object::HostHostBusAdapter(v)) => {
-                return Ok(Self::HostHostBusAdapter(v));
+            "HostBlockHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostBlockHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_4::Object::HostInternetScsiHba(v)) => {
-                return Ok(Self::HostInternetScsiHba(v));
+            "HostFibreChannelHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostFibreChannelHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_6::Object::HostParallelScsiHba(v)) => {
-                return Ok(Self::HostParallelScsiHba(v));
+            "HostFibreChannelOverEthernetHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostFibreChannelOverEthernetHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_7::Object::HostPcieHba(v)) => return Ok(Self::HostPcieHba(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::h_8::Object::HostRdmaHba(v)) => return Ok(Self::HostRdmaHba(v)),
-            #[cfg(feature = "admin")]
-            Ok(chunks::h_8::Object::HostSerialAttachedHba(v)) => {
-                return Ok(Self::HostSerialAttachedHba(v));
+            "HostInternetScsiHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostInternetScsiHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_9::Object::HostTcpHba(v)) => return Ok(Self::HostTcpHba(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "HostParallelScsiHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostParallelScsiHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            #[cfg(feature = "admin")]
+            "HostPcieHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostPcieHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            #[cfg(feature = "admin")]
+            "HostRdmaHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostRdmaHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            #[cfg(feature = "admin")]
+            "HostSerialAttachedHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSerialAttachedHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            #[cfg(feature = "admin")]
+            "HostTcpHba" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostTcpHba(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -1039,21 +1041,24 @@ impl AnyHostIpRouteConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_4::Object::HostIpRouteConfig(v)) => {
-                return Ok(Self::HostIpRouteConfig(v));
+            "HostIpRouteConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostIpRouteConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_4::Object::HostIpRouteConfigSpec(v)) => {
-                return Ok(Self::HostIpRouteConfigSpec(v));
+            "HostIpRouteConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostIpRouteConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]

@@ -6,2901 +6,4851 @@ impl AnyMethodFault {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "MethodFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MethodFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::ActiveDirectoryFault(v)) => {
-                return Ok(Self::ActiveDirectoryFault(v));
+            "ActiveDirectoryFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ActiveDirectoryFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::ActiveVMsBlockingEVC(v)) => {
-                return Ok(Self::ActiveVMsBlockingEVC(v));
+            "ActiveVMsBlockingEVC" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ActiveVMsBlockingEVC(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AdminDisabled(v)) => {
-                return Ok(Self::AdminDisabled(v));
+            "AdminDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AdminDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AdminNotDisabled(v)) => {
-                return Ok(Self::AdminNotDisabled(v));
+            "AdminNotDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AdminNotDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AffinityConfigured(v)) => {
-                return Ok(Self::AffinityConfigured(v));
+            "AffinityConfigured" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AffinityConfigured(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AgentInstallFailed(v)) => {
-                return Ok(Self::AgentInstallFailed(v));
+            "AgentInstallFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AgentInstallFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AlreadyBeingManaged(v)) => {
-                return Ok(Self::AlreadyBeingManaged(v));
+            "AlreadyBeingManaged" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlreadyBeingManaged(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AlreadyConnected(v)) => {
-                return Ok(Self::AlreadyConnected(v));
+            "AlreadyConnected" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlreadyConnected(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::a_1::Object::AlreadyExists(v)) => {
-                return Ok(Self::AlreadyExists(v));
+            "AlreadyExists" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlreadyExists(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AlreadyUpgraded(v)) => {
-                return Ok(Self::AlreadyUpgraded(v));
+            "AlreadyUpgraded" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AlreadyUpgraded(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AnswerFileUpdateFailed(v)) => {
-                return Ok(Self::AnswerFileUpdateFailed(v));
+            "AnswerFileUpdateFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AnswerFileUpdateFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::ApplicationQuiesceFault(v)) => {
-                return Ok(Self::ApplicationQuiesceFault(v));
+            "ApplicationQuiesceFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ApplicationQuiesceFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_9::Object::AuthMinimumAdminPermission(v)) => {
-                return Ok(Self::AuthMinimumAdminPermission(v));
+            "AuthMinimumAdminPermission" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AuthMinimumAdminPermission(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::a_9::Object::AuthenticationRequired(v)) => {
-                return Ok(Self::AuthenticationRequired(v));
+            "AuthenticationRequired" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AuthenticationRequired(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::BackupBlobReadFailure(v)) => {
-                return Ok(Self::BackupBlobReadFailure(v));
+            "BackupBlobReadFailure" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BackupBlobReadFailure(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::BackupBlobWriteFailure(v)) => {
-                return Ok(Self::BackupBlobWriteFailure(v));
+            "BackupBlobWriteFailure" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BackupBlobWriteFailure(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::BlockedByFirewall(v)) => {
-                return Ok(Self::BlockedByFirewall(v));
+            "BlockedByFirewall" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BlockedByFirewall(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CAMServerRefusedConnection(v)) => {
-                return Ok(Self::CAMServerRefusedConnection(v));
+            "CAMServerRefusedConnection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CAMServerRefusedConnection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessFile(v)) => {
-                return Ok(Self::CannotAccessFile(v));
+            "CannotAccessFile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAccessFile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessLocalSource(v)) => {
-                return Ok(Self::CannotAccessLocalSource(v));
+            "CannotAccessLocalSource" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAccessLocalSource(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessNetwork(v)) => {
-                return Ok(Self::CannotAccessNetwork(v));
+            "CannotAccessNetwork" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAccessNetwork(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessVmComponent(v)) => {
-                return Ok(Self::CannotAccessVmComponent(v));
+            "CannotAccessVmComponent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAccessVmComponent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessVmConfig(v)) => {
-                return Ok(Self::CannotAccessVmConfig(v));
+            "CannotAccessVmConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAccessVmConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessVmDevice(v)) => {
-                return Ok(Self::CannotAccessVmDevice(v));
+            "CannotAccessVmDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAccessVmDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessVmDisk(v)) => {
-                return Ok(Self::CannotAccessVmDisk(v));
+            "CannotAccessVmDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAccessVmDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmAsStandalone(v)) => {
-                return Ok(Self::CannotAddHostWithFTVmAsStandalone(v));
+            "CannotAddHostWithFTVmAsStandalone" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAddHostWithFTVmAsStandalone(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToDifferentCluster(v)) => {
-                return Ok(Self::CannotAddHostWithFTVmToDifferentCluster(v));
+            "CannotAddHostWithFTVmToDifferentCluster" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAddHostWithFTVmToDifferentCluster(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToNonHACluster(v)) => {
-                return Ok(Self::CannotAddHostWithFTVmToNonHACluster(v));
+            "CannotAddHostWithFTVmToNonHACluster" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotAddHostWithFTVmToNonHACluster(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotChangeDrsBehaviorForFtSecondary(v)) => {
-                return Ok(Self::CannotChangeDrsBehaviorForFtSecondary(v));
+            "CannotChangeDrsBehaviorForFtSecondary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotChangeDrsBehaviorForFtSecondary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotChangeHaSettingsForFtSecondary(v)) => {
-                return Ok(Self::CannotChangeHaSettingsForFtSecondary(v));
+            "CannotChangeHaSettingsForFtSecondary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotChangeHaSettingsForFtSecondary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotChangeVsanClusterUuid(v)) => {
-                return Ok(Self::CannotChangeVsanClusterUuid(v));
+            "CannotChangeVsanClusterUuid" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotChangeVsanClusterUuid(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotChangeVsanNodeUuid(v)) => {
-                return Ok(Self::CannotChangeVsanNodeUuid(v));
+            "CannotChangeVsanNodeUuid" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotChangeVsanNodeUuid(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotComputeFTCompatibleHosts(v)) => {
-                return Ok(Self::CannotComputeFTCompatibleHosts(v));
+            "CannotComputeFTCompatibleHosts" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotComputeFTCompatibleHosts(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::b_to_c::Object::CannotCreateFile(v)) => {
-                return Ok(Self::CannotCreateFile(v));
+            "CannotCreateFile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotCreateFile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDecryptPasswords(v)) => {
-                return Ok(Self::CannotDecryptPasswords(v));
+            "CannotDecryptPasswords" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotDecryptPasswords(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDeleteFile(v)) => {
-                return Ok(Self::CannotDeleteFile(v));
+            "CannotDeleteFile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotDeleteFile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDisableDrsOnClustersWithVApps(v)) => {
-                return Ok(Self::CannotDisableDrsOnClustersWithVApps(v));
+            "CannotDisableDrsOnClustersWithVApps" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotDisableDrsOnClustersWithVApps(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDisableSnapshot(v)) => {
-                return Ok(Self::CannotDisableSnapshot(v));
+            "CannotDisableSnapshot" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotDisableSnapshot(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDisconnectHostWithFaultToleranceVm(v)) => {
-                return Ok(Self::CannotDisconnectHostWithFaultToleranceVm(v));
+            "CannotDisconnectHostWithFaultToleranceVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotDisconnectHostWithFaultToleranceVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotEnableVmcpForCluster(v)) => {
-                return Ok(Self::CannotEnableVmcpForCluster(v));
+            "CannotEnableVmcpForCluster" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotEnableVmcpForCluster(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotModifyConfigCpuRequirements(v)) => {
-                return Ok(Self::CannotModifyConfigCpuRequirements(v));
+            "CannotModifyConfigCpuRequirements" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotModifyConfigCpuRequirements(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveFaultToleranceVm(v)) => {
-                return Ok(Self::CannotMoveFaultToleranceVm(v));
+            "CannotMoveFaultToleranceVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotMoveFaultToleranceVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveHostWithFaultToleranceVm(v)) => {
-                return Ok(Self::CannotMoveHostWithFaultToleranceVm(v));
+            "CannotMoveHostWithFaultToleranceVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotMoveHostWithFaultToleranceVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveVmWithDeltaDisk(v)) => {
-                return Ok(Self::CannotMoveVmWithDeltaDisk(v));
+            "CannotMoveVmWithDeltaDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotMoveVmWithDeltaDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveVmWithNativeDeltaDisk(v)) => {
-                return Ok(Self::CannotMoveVmWithNativeDeltaDisk(v));
+            "CannotMoveVmWithNativeDeltaDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotMoveVmWithNativeDeltaDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveVsanEnabledHost(v)) => {
-                return Ok(Self::CannotMoveVsanEnabledHost(v));
+            "CannotMoveVsanEnabledHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotMoveVsanEnabledHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotPlaceWithoutPrerequisiteMoves(v)) => {
-                return Ok(Self::CannotPlaceWithoutPrerequisiteMoves(v));
+            "CannotPlaceWithoutPrerequisiteMoves" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotPlaceWithoutPrerequisiteMoves(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotPowerOffVmInCluster(v)) => {
-                return Ok(Self::CannotPowerOffVmInCluster(v));
+            "CannotPowerOffVmInCluster" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotPowerOffVmInCluster(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotReconfigureVsanWhenHaEnabled(v)) => {
-                return Ok(Self::CannotReconfigureVsanWhenHaEnabled(v));
+            "CannotReconfigureVsanWhenHaEnabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotReconfigureVsanWhenHaEnabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotUseNetwork(v)) => {
-                return Ok(Self::CannotUseNetwork(v));
+            "CannotUseNetwork" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CannotUseNetwork(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::ClockSkew(v)) => return Ok(Self::ClockSkew(v)),
+            "ClockSkew" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClockSkew(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CloneFromSnapshotNotSupported(v)) => {
-                return Ok(Self::CloneFromSnapshotNotSupported(v));
+            "CloneFromSnapshotNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CloneFromSnapshotNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_2::Object::CollectorAddressUnset(v)) => {
-                return Ok(Self::CollectorAddressUnset(v));
+            "CollectorAddressUnset" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CollectorAddressUnset(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
-            Ok(chunks::c_3::Object::ConcurrentAccess(v)) => {
-                return Ok(Self::ConcurrentAccess(v));
+            "ConcurrentAccess" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ConcurrentAccess(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::ConflictingConfiguration(v)) => {
-                return Ok(Self::ConflictingConfiguration(v));
+            "ConflictingConfiguration" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ConflictingConfiguration(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::ConflictingDatastoreFound(v)) => {
-                return Ok(Self::ConflictingDatastoreFound(v));
+            "ConflictingDatastoreFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ConflictingDatastoreFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::ConnectedIso(v)) => return Ok(Self::ConnectedIso(v)),
+            "ConnectedIso" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ConnectedIso(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuCompatibilityUnknown(v)) => {
-                return Ok(Self::CpuCompatibilityUnknown(v));
+            "CpuCompatibilityUnknown" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CpuCompatibilityUnknown(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuHotPlugNotSupported(v)) => {
-                return Ok(Self::CpuHotPlugNotSupported(v));
+            "CpuHotPlugNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CpuHotPlugNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuIncompatible(v)) => {
-                return Ok(Self::CpuIncompatible(v));
+            "CpuIncompatible" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CpuIncompatible(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuIncompatible1ECX(v)) => {
-                return Ok(Self::CpuIncompatible1ECX(v));
+            "CpuIncompatible1ECX" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CpuIncompatible1ECX(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuIncompatible81EDX(v)) => {
-                return Ok(Self::CpuIncompatible81EDX(v));
+            "CpuIncompatible81EDX" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CpuIncompatible81EDX(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomizationFault(v)) => {
-                return Ok(Self::CustomizationFault(v));
+            "CustomizationFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::c_4::Object::CustomizationPending(v)) => {
-                return Ok(Self::CustomizationPending(v));
+            "CustomizationPending" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationPending(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_1::Object::DVPortNotSupported(v)) => {
-                return Ok(Self::DVPortNotSupported(v));
+            "DVPortNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DasConfigFault(v)) => {
-                return Ok(Self::DasConfigFault(v));
+            "DasConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DasConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DatabaseError(v)) => {
-                return Ok(Self::DatabaseError(v));
+            "DatabaseError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatabaseError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DatacenterMismatch(v)) => {
-                return Ok(Self::DatacenterMismatch(v));
+            "DatacenterMismatch" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatacenterMismatch(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DatastoreNotWritableOnHost(v)) => {
-                return Ok(Self::DatastoreNotWritableOnHost(v));
+            "DatastoreNotWritableOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DatastoreNotWritableOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeltaDiskFormatNotSupported(v)) => {
-                return Ok(Self::DeltaDiskFormatNotSupported(v));
+            "DeltaDiskFormatNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeltaDiskFormatNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DestinationSwitchFull(v)) => {
-                return Ok(Self::DestinationSwitchFull(v));
+            "DestinationSwitchFull" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DestinationSwitchFull(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DestinationVsanDisabled(v)) => {
-                return Ok(Self::DestinationVsanDisabled(v));
+            "DestinationVsanDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DestinationVsanDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceBackingNotSupported(v)) => {
-                return Ok(Self::DeviceBackingNotSupported(v));
+            "DeviceBackingNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeviceBackingNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceControllerNotSupported(v)) => {
-                return Ok(Self::DeviceControllerNotSupported(v));
+            "DeviceControllerNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeviceControllerNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceHotPlugNotSupported(v)) => {
-                return Ok(Self::DeviceHotPlugNotSupported(v));
+            "DeviceHotPlugNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeviceHotPlugNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceNotFound(v)) => {
-                return Ok(Self::DeviceNotFound(v));
+            "DeviceNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeviceNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceNotSupported(v)) => {
-                return Ok(Self::DeviceNotSupported(v));
+            "DeviceNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeviceNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DeviceUnsupportedForVmPlatform(v)) => {
-                return Ok(Self::DeviceUnsupportedForVmPlatform(v));
+            "DeviceUnsupportedForVmPlatform" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeviceUnsupportedForVmPlatform(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DeviceUnsupportedForVmVersion(v)) => {
-                return Ok(Self::DeviceUnsupportedForVmVersion(v));
+            "DeviceUnsupportedForVmVersion" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeviceUnsupportedForVmVersion(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DigestNotSupported(v)) => {
-                return Ok(Self::DigestNotSupported(v));
+            "DigestNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DigestNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DirectoryNotEmpty(v)) => {
-                return Ok(Self::DirectoryNotEmpty(v));
+            "DirectoryNotEmpty" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DirectoryNotEmpty(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisableAdminNotSupported(v)) => {
-                return Ok(Self::DisableAdminNotSupported(v));
+            "DisableAdminNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DisableAdminNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisallowedChangeByService(v)) => {
-                return Ok(Self::DisallowedChangeByService(v));
+            "DisallowedChangeByService" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DisallowedChangeByService(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisallowedDiskModeChange(v)) => {
-                return Ok(Self::DisallowedDiskModeChange(v));
+            "DisallowedDiskModeChange" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DisallowedDiskModeChange(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisallowedMigrationDeviceAttached(v)) => {
-                return Ok(Self::DisallowedMigrationDeviceAttached(v));
+            "DisallowedMigrationDeviceAttached" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DisallowedMigrationDeviceAttached(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisallowedOperationOnFailoverHost(v)) => {
-                return Ok(Self::DisallowedOperationOnFailoverHost(v));
+            "DisallowedOperationOnFailoverHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DisallowedOperationOnFailoverHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisconnectedHostsBlockingEVC(v)) => {
-                return Ok(Self::DisconnectedHostsBlockingEVC(v));
+            "DisconnectedHostsBlockingEVC" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DisconnectedHostsBlockingEVC(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskHasPartitions(v)) => {
-                return Ok(Self::DiskHasPartitions(v));
+            "DiskHasPartitions" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DiskHasPartitions(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskIsLastRemainingNonSSD(v)) => {
-                return Ok(Self::DiskIsLastRemainingNonSSD(v));
+            "DiskIsLastRemainingNonSSD" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DiskIsLastRemainingNonSSD(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskIsNonLocal(v)) => {
-                return Ok(Self::DiskIsNonLocal(v));
+            "DiskIsNonLocal" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DiskIsNonLocal(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskIsUSB(v)) => return Ok(Self::DiskIsUSB(v)),
+            "DiskIsUSB" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DiskIsUSB(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskMoveTypeNotSupported(v)) => {
-                return Ok(Self::DiskMoveTypeNotSupported(v));
+            "DiskMoveTypeNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DiskMoveTypeNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskNotSupported(v)) => {
-                return Ok(Self::DiskNotSupported(v));
+            "DiskNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DiskNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskTooSmall(v)) => return Ok(Self::DiskTooSmall(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            "DiskTooSmall" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DiskTooSmall(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DomainNotFound(v)) => {
-                return Ok(Self::DomainNotFound(v));
+            "DomainNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DomainNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DrsDisabledOnVm(v)) => {
-                return Ok(Self::DrsDisabledOnVm(v));
+            "DrsDisabledOnVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsDisabledOnVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DrsVmotionIncompatibleFault(v)) => {
-                return Ok(Self::DrsVmotionIncompatibleFault(v));
+            "DrsVmotionIncompatibleFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DrsVmotionIncompatibleFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DuplicateDisks(v)) => {
-                return Ok(Self::DuplicateDisks(v));
+            "DuplicateDisks" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DuplicateDisks(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_4::Object::DuplicateName(v)) => {
-                return Ok(Self::DuplicateName(v));
+            "DuplicateName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DuplicateName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DuplicateVsanNetworkInterface(v)) => {
-                return Ok(Self::DuplicateVsanNetworkInterface(v));
+            "DuplicateVsanNetworkInterface" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DuplicateVsanNetworkInterface(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DvsApplyOperationFault(v)) => {
-                return Ok(Self::DvsApplyOperationFault(v));
+            "DvsApplyOperationFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsApplyOperationFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DvsFault(v)) => return Ok(Self::DvsFault(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            "DvsFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_5::Object::DvsNotAuthorized(v)) => {
-                return Ok(Self::DvsNotAuthorized(v));
+            "DvsNotAuthorized" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsNotAuthorized(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_5::Object::DvsOperationBulkFault(v)) => {
-                return Ok(Self::DvsOperationBulkFault(v));
+            "DvsOperationBulkFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsOperationBulkFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::d_5::Object::DvsScopeViolated(v)) => {
-                return Ok(Self::DvsScopeViolated(v));
+            "DvsScopeViolated" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DvsScopeViolated(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailed(v)) => {
-                return Ok(Self::EVCAdmissionFailed(v));
+            "EVCAdmissionFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUFeaturesForMode(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUFeaturesForMode(v));
+            "EVCAdmissionFailedCPUFeaturesForMode" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUFeaturesForMode(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUModel(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUModel(v));
+            "EVCAdmissionFailedCPUModel" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUModel(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUModelForMode(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUModelForMode(v));
+            "EVCAdmissionFailedCPUModelForMode" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUModelForMode(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUVendor(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUVendor(v));
+            "EVCAdmissionFailedCPUVendor" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUVendor(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUVendorUnknown(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUVendorUnknown(v));
+            "EVCAdmissionFailedCPUVendorUnknown" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUVendorUnknown(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedHostDisconnected(v)) => {
-                return Ok(Self::EVCAdmissionFailedHostDisconnected(v));
+            "EVCAdmissionFailedHostDisconnected" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedHostDisconnected(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedHostSoftware(v)) => {
-                return Ok(Self::EVCAdmissionFailedHostSoftware(v));
+            "EVCAdmissionFailedHostSoftware" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedHostSoftware(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedHostSoftwareForMode(v)) => {
-                return Ok(Self::EVCAdmissionFailedHostSoftwareForMode(v));
+            "EVCAdmissionFailedHostSoftwareForMode" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedHostSoftwareForMode(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedVmActive(v)) => {
-                return Ok(Self::EVCAdmissionFailedVmActive(v));
+            "EVCAdmissionFailedVmActive" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCAdmissionFailedVmActive(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCConfigFault(v)) => {
-                return Ok(Self::EVCConfigFault(v));
+            "EVCConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCModeIllegalByVendor(v)) => {
-                return Ok(Self::EVCModeIllegalByVendor(v));
+            "EVCModeIllegalByVendor" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCModeIllegalByVendor(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCModeUnsupportedByHosts(v)) => {
-                return Ok(Self::EVCModeUnsupportedByHosts(v));
+            "EVCModeUnsupportedByHosts" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCModeUnsupportedByHosts(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCUnsupportedByHostHardware(v)) => {
-                return Ok(Self::EVCUnsupportedByHostHardware(v));
+            "EVCUnsupportedByHostHardware" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCUnsupportedByHostHardware(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCUnsupportedByHostSoftware(v)) => {
-                return Ok(Self::EVCUnsupportedByHostSoftware(v));
+            "EVCUnsupportedByHostSoftware" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EVCUnsupportedByHostSoftware(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EightHostLimitViolated(v)) => {
-                return Ok(Self::EightHostLimitViolated(v));
+            "EightHostLimitViolated" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EightHostLimitViolated(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EncryptionKeyRequired(v)) => {
-                return Ok(Self::EncryptionKeyRequired(v));
+            "EncryptionKeyRequired" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::EncryptionKeyRequired(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::ExpiredAddonLicense(v)) => {
-                return Ok(Self::ExpiredAddonLicense(v));
+            "ExpiredAddonLicense" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExpiredAddonLicense(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::ExpiredEditionLicense(v)) => {
-                return Ok(Self::ExpiredEditionLicense(v));
+            "ExpiredEditionLicense" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExpiredEditionLicense(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::ExpiredFeatureLicense(v)) => {
-                return Ok(Self::ExpiredFeatureLicense(v));
+            "ExpiredFeatureLicense" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExpiredFeatureLicense(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::ExtendedFault(v)) => {
-                return Ok(Self::ExtendedFault(v));
+            "ExtendedFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ExtendedFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FailToEnableSPBM(v)) => {
-                return Ok(Self::FailToEnableSPBM(v));
+            "FailToEnableSPBM" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FailToEnableSPBM(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FailToLockFaultToleranceVMs(v)) => {
-                return Ok(Self::FailToLockFaultToleranceVMs(v));
+            "FailToLockFaultToleranceVMs" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FailToLockFaultToleranceVMs(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceAntiAffinityViolated(v)) => {
-                return Ok(Self::FaultToleranceAntiAffinityViolated(v));
+            "FaultToleranceAntiAffinityViolated" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceAntiAffinityViolated(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceCannotEditMem(v)) => {
-                return Ok(Self::FaultToleranceCannotEditMem(v));
+            "FaultToleranceCannotEditMem" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceCannotEditMem(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceCpuIncompatible(v)) => {
-                return Ok(Self::FaultToleranceCpuIncompatible(v));
+            "FaultToleranceCpuIncompatible" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceCpuIncompatible(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceNeedsThickDisk(v)) => {
-                return Ok(Self::FaultToleranceNeedsThickDisk(v));
+            "FaultToleranceNeedsThickDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceNeedsThickDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceNotLicensed(v)) => {
-                return Ok(Self::FaultToleranceNotLicensed(v));
+            "FaultToleranceNotLicensed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceNotLicensed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceNotSameBuild(v)) => {
-                return Ok(Self::FaultToleranceNotSameBuild(v));
+            "FaultToleranceNotSameBuild" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceNotSameBuild(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultTolerancePrimaryPowerOnNotAttempted(v)) => {
-                return Ok(Self::FaultTolerancePrimaryPowerOnNotAttempted(v));
+            "FaultTolerancePrimaryPowerOnNotAttempted" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultTolerancePrimaryPowerOnNotAttempted(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceVmNotDasProtected(v)) => {
-                return Ok(Self::FaultToleranceVmNotDasProtected(v));
+            "FaultToleranceVmNotDasProtected" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FaultToleranceVmNotDasProtected(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FcoeFault(v)) => return Ok(Self::FcoeFault(v)),
+            "FcoeFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FcoeFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FcoeFaultPnicHasNoPortSet(v)) => {
-                return Ok(Self::FcoeFaultPnicHasNoPortSet(v));
+            "FcoeFaultPnicHasNoPortSet" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FcoeFaultPnicHasNoPortSet(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FeatureRequirementsNotMet(v)) => {
-                return Ok(Self::FeatureRequirementsNotMet(v));
+            "FeatureRequirementsNotMet" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FeatureRequirementsNotMet(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::e_to_f::Object::FileAlreadyExists(v)) => {
-                return Ok(Self::FileAlreadyExists(v));
+            "FileAlreadyExists" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileAlreadyExists(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FileBackedPortNotSupported(v)) => {
-                return Ok(Self::FileBackedPortNotSupported(v));
+            "FileBackedPortNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileBackedPortNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "FileFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "FileLocked" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileLocked(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::e_to_f::Object::FileFault(v)) => return Ok(Self::FileFault(v)),
-            Ok(chunks::e_to_f::Object::FileLocked(v)) => return Ok(Self::FileLocked(v)),
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FileNameTooLong(v)) => {
-                return Ok(Self::FileNameTooLong(v));
+            "FileNameTooLong" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileNameTooLong(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::e_to_f::Object::FileNotFound(v)) => {
-                return Ok(Self::FileNotFound(v));
+            "FileNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FileNotWritable(v)) => {
-                return Ok(Self::FileNotWritable(v));
+            "FileNotWritable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileNotWritable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FileTooLarge(v)) => {
-                return Ok(Self::FileTooLarge(v));
+            "FileTooLarge" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileTooLarge(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FilesystemQuiesceFault(v)) => {
-                return Ok(Self::FilesystemQuiesceFault(v));
+            "FilesystemQuiesceFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FilesystemQuiesceFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FilterInUse(v)) => return Ok(Self::FilterInUse(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            "FilterInUse" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FilterInUse(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::FtIssuesOnHost(v)) => {
-                return Ok(Self::FtIssuesOnHost(v));
+            "FtIssuesOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FtIssuesOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::FtVmHostRuleViolation(v)) => {
-                return Ok(Self::FtVmHostRuleViolation(v));
+            "FtVmHostRuleViolation" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FtVmHostRuleViolation(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::FullStorageVMotionNotSupported(v)) => {
-                return Ok(Self::FullStorageVMotionNotSupported(v));
+            "FullStorageVMotionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FullStorageVMotionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayConnectFault(v)) => {
-                return Ok(Self::GatewayConnectFault(v));
+            "GatewayConnectFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GatewayConnectFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayHostNotReachable(v)) => {
-                return Ok(Self::GatewayHostNotReachable(v));
+            "GatewayHostNotReachable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GatewayHostNotReachable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayNotFound(v)) => {
-                return Ok(Self::GatewayNotFound(v));
+            "GatewayNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GatewayNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayNotReachable(v)) => {
-                return Ok(Self::GatewayNotReachable(v));
+            "GatewayNotReachable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GatewayNotReachable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayOperationRefused(v)) => {
-                return Ok(Self::GatewayOperationRefused(v));
+            "GatewayOperationRefused" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GatewayOperationRefused(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayToHostAuthFault(v)) => {
-                return Ok(Self::GatewayToHostAuthFault(v));
+            "GatewayToHostAuthFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GatewayToHostAuthFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayToHostConnectFault(v)) => {
-                return Ok(Self::GatewayToHostConnectFault(v));
+            "GatewayToHostConnectFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GatewayToHostConnectFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayToHostTrustVerifyFault(v)) => {
-                return Ok(Self::GatewayToHostTrustVerifyFault(v));
+            "GatewayToHostTrustVerifyFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GatewayToHostTrustVerifyFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GenericDrsFault(v)) => {
-                return Ok(Self::GenericDrsFault(v));
+            "GenericDrsFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GenericDrsFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GenericVmConfigFault(v)) => {
-                return Ok(Self::GenericVmConfigFault(v));
+            "GenericVmConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GenericVmConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GuestAuthenticationChallenge(v)) => {
-                return Ok(Self::GuestAuthenticationChallenge(v));
+            "GuestAuthenticationChallenge" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestAuthenticationChallenge(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GuestComponentsOutOfDate(v)) => {
-                return Ok(Self::GuestComponentsOutOfDate(v));
+            "GuestComponentsOutOfDate" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestComponentsOutOfDate(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GuestMultipleMappings(v)) => {
-                return Ok(Self::GuestMultipleMappings(v));
+            "GuestMultipleMappings" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestMultipleMappings(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::f_to_g::Object::GuestOperationsFault(v)) => {
-                return Ok(Self::GuestOperationsFault(v));
+            "GuestOperationsFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestOperationsFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::f_to_g::Object::GuestOperationsUnavailable(v)) => {
-                return Ok(Self::GuestOperationsUnavailable(v));
+            "GuestOperationsUnavailable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestOperationsUnavailable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::g::Object>(object) {
-            Ok(chunks::g::Object::GuestPermissionDenied(v)) => {
-                return Ok(Self::GuestPermissionDenied(v));
+            "GuestPermissionDenied" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestPermissionDenied(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestProcessNotFound(v)) => {
-                return Ok(Self::GuestProcessNotFound(v));
+            "GuestProcessNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestProcessNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryFault(v)) => {
-                return Ok(Self::GuestRegistryFault(v));
+            "GuestRegistryFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegistryFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyAlreadyExists(v)) => {
-                return Ok(Self::GuestRegistryKeyAlreadyExists(v));
+            "GuestRegistryKeyAlreadyExists" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegistryKeyAlreadyExists(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyFault(v)) => {
-                return Ok(Self::GuestRegistryKeyFault(v));
+            "GuestRegistryKeyFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegistryKeyFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyHasSubkeys(v)) => {
-                return Ok(Self::GuestRegistryKeyHasSubkeys(v));
+            "GuestRegistryKeyHasSubkeys" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegistryKeyHasSubkeys(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyInvalid(v)) => {
-                return Ok(Self::GuestRegistryKeyInvalid(v));
+            "GuestRegistryKeyInvalid" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegistryKeyInvalid(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyParentVolatile(v)) => {
-                return Ok(Self::GuestRegistryKeyParentVolatile(v));
+            "GuestRegistryKeyParentVolatile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegistryKeyParentVolatile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryValueFault(v)) => {
-                return Ok(Self::GuestRegistryValueFault(v));
+            "GuestRegistryValueFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegistryValueFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryValueNotFound(v)) => {
-                return Ok(Self::GuestRegistryValueNotFound(v));
+            "GuestRegistryValueNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::GuestRegistryValueNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_1::Object::HAErrorsAtDest(v)) => {
-                return Ok(Self::HAErrorsAtDest(v));
+            "HAErrorsAtDest" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HAErrorsAtDest(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_1::Object::HeterogenousHostsBlockingEVC(v)) => {
-                return Ok(Self::HeterogenousHostsBlockingEVC(v));
+            "HeterogenousHostsBlockingEVC" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HeterogenousHostsBlockingEVC(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_1::Object::HostAccessRestrictedToManagementServer(v)) => {
-                return Ok(Self::HostAccessRestrictedToManagementServer(v));
+            "HostAccessRestrictedToManagementServer" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostAccessRestrictedToManagementServer(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_10::Object::HotSnapshotMoveNotSupported(v)) => {
-                return Ok(Self::HotSnapshotMoveNotSupported(v));
+            "HostCommunication" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostCommunication(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_10::Object::HttpFault(v)) => return Ok(Self::HttpFault(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
-            Ok(chunks::h_2::Object::HostCommunication(v)) => {
-                return Ok(Self::HostCommunication(v));
+            "HostConfigFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostConfigFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_2::Object::HostConfigFailed(v)) => {
-                return Ok(Self::HostConfigFailed(v));
+            "HostConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_2::Object::HostConfigFault(v)) => {
-                return Ok(Self::HostConfigFault(v));
+            "HostConnectFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostConnectFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_2::Object::HostConnectFault(v)) => {
-                return Ok(Self::HostConnectFault(v));
+            "HostHasComponentFailure" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostHasComponentFailure(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostHasComponentFailure(v)) => {
-                return Ok(Self::HostHasComponentFailure(v));
+            "HostInDomain" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostInDomain(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostInDomain(v)) => return Ok(Self::HostInDomain(v)),
+            "HostIncompatibleForFaultTolerance" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostIncompatibleForFaultTolerance(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostIncompatibleForFaultTolerance(v)) => {
-                return Ok(Self::HostIncompatibleForFaultTolerance(v));
+            "HostIncompatibleForRecordReplay" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostIncompatibleForRecordReplay(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostIncompatibleForRecordReplay(v)) => {
-                return Ok(Self::HostIncompatibleForRecordReplay(v));
+            "HostInventoryFull" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostInventoryFull(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "HostNotConnected" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNotConnected(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostInventoryFull(v)) => {
-                return Ok(Self::HostInventoryFull(v));
+            "HostNotReachable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNotReachable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
-            Ok(chunks::h_6::Object::HostNotConnected(v)) => {
-                return Ok(Self::HostNotConnected(v));
+            #[cfg(feature = "all-faults")]
+            "HostPowerOpFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostPowerOpFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_6::Object::HostNotReachable(v)) => {
-                return Ok(Self::HostNotReachable(v));
+            "HostSpecificationOperationFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSpecificationOperationFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_7::Object::HostPowerOpFailed(v)) => {
-                return Ok(Self::HostPowerOpFailed(v));
+            "HotSnapshotMoveNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HotSnapshotMoveNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::h_8::Object::HostSpecificationOperationFailed(v)) => {
-                return Ok(Self::HostSpecificationOperationFailed(v));
+            "HttpFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HttpFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IDEDiskNotSupported(v)) => {
-                return Ok(Self::IDEDiskNotSupported(v));
+            "IDEDiskNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IDEDiskNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IORMNotSupportedHostOnDatastore(v)) => {
-                return Ok(Self::IORMNotSupportedHostOnDatastore(v));
+            "IORMNotSupportedHostOnDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IORMNotSupportedHostOnDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::ImportHostAddFailure(v)) => {
-                return Ok(Self::ImportHostAddFailure(v));
+            "ImportHostAddFailure" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ImportHostAddFailure(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::ImportOperationBulkFault(v)) => {
-                return Ok(Self::ImportOperationBulkFault(v));
+            "ImportOperationBulkFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ImportOperationBulkFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InUseFeatureManipulationDisallowed(v)) => {
-                return Ok(Self::InUseFeatureManipulationDisallowed(v));
+            "InUseFeatureManipulationDisallowed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InUseFeatureManipulationDisallowed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InaccessibleDatastore(v)) => {
-                return Ok(Self::InaccessibleDatastore(v));
+            "InaccessibleDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InaccessibleDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InaccessibleFTMetadataDatastore(v)) => {
-                return Ok(Self::InaccessibleFTMetadataDatastore(v));
+            "InaccessibleFTMetadataDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InaccessibleFTMetadataDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InaccessibleVFlashSource(v)) => {
-                return Ok(Self::InaccessibleVFlashSource(v));
+            "InaccessibleVFlashSource" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InaccessibleVFlashSource(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncompatibleDefaultDevice(v)) => {
-                return Ok(Self::IncompatibleDefaultDevice(v));
+            "IncompatibleDefaultDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IncompatibleDefaultDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncompatibleHostForFtSecondary(v)) => {
-                return Ok(Self::IncompatibleHostForFtSecondary(v));
+            "IncompatibleHostForFtSecondary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IncompatibleHostForFtSecondary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncompatibleHostForVmReplication(v)) => {
-                return Ok(Self::IncompatibleHostForVmReplication(v));
+            "IncompatibleHostForVmReplication" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IncompatibleHostForVmReplication(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncompatibleSetting(v)) => {
-                return Ok(Self::IncompatibleSetting(v));
+            "IncompatibleSetting" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IncompatibleSetting(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncorrectFileType(v)) => {
-                return Ok(Self::IncorrectFileType(v));
+            "IncorrectFileType" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IncorrectFileType(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncorrectHostInformation(v)) => {
-                return Ok(Self::IncorrectHostInformation(v));
+            "IncorrectHostInformation" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IncorrectHostInformation(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IndependentDiskVMotionNotSupported(v)) => {
-                return Ok(Self::IndependentDiskVMotionNotSupported(v));
+            "IndependentDiskVMotionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IndependentDiskVMotionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientAgentVmsDeployed(v)) => {
-                return Ok(Self::InsufficientAgentVmsDeployed(v));
+            "InsufficientAgentVmsDeployed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientAgentVmsDeployed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientCpuResourcesFault(v)) => {
-                return Ok(Self::InsufficientCpuResourcesFault(v));
+            "InsufficientCpuResourcesFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientCpuResourcesFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientDisks(v)) => {
-                return Ok(Self::InsufficientDisks(v));
+            "InsufficientDisks" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientDisks(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientFailoverResourcesFault(v)) => {
-                return Ok(Self::InsufficientFailoverResourcesFault(v));
+            "InsufficientFailoverResourcesFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientFailoverResourcesFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientGraphicsResourcesFault(v)) => {
-                return Ok(Self::InsufficientGraphicsResourcesFault(v));
+            "InsufficientGraphicsResourcesFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientGraphicsResourcesFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientHostCapacityFault(v)) => {
-                return Ok(Self::InsufficientHostCapacityFault(v));
+            "InsufficientHostCapacityFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientHostCapacityFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientHostCpuCapacityFault(v)) => {
-                return Ok(Self::InsufficientHostCpuCapacityFault(v));
+            "InsufficientHostCpuCapacityFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientHostCpuCapacityFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientHostMemoryCapacityFault(v)) => {
-                return Ok(Self::InsufficientHostMemoryCapacityFault(v));
+            "InsufficientHostMemoryCapacityFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientHostMemoryCapacityFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientMemoryResourcesFault(v)) => {
-                return Ok(Self::InsufficientMemoryResourcesFault(v));
+            "InsufficientMemoryResourcesFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientMemoryResourcesFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientNetworkCapacity(v)) => {
-                return Ok(Self::InsufficientNetworkCapacity(v));
+            "InsufficientNetworkCapacity" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientNetworkCapacity(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientNetworkResourcePoolCapacity(v)) => {
-                return Ok(Self::InsufficientNetworkResourcePoolCapacity(v));
+            "InsufficientNetworkResourcePoolCapacity" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientNetworkResourcePoolCapacity(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientPerCpuCapacity(v)) => {
-                return Ok(Self::InsufficientPerCpuCapacity(v));
+            "InsufficientPerCpuCapacity" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientPerCpuCapacity(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_1::Object::InsufficientResourcesFault(v)) => {
-                return Ok(Self::InsufficientResourcesFault(v));
+            "InsufficientResourcesFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientResourcesFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStandbyCpuResource(v)) => {
-                return Ok(Self::InsufficientStandbyCpuResource(v));
+            "InsufficientStandbyCpuResource" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientStandbyCpuResource(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStandbyMemoryResource(v)) => {
-                return Ok(Self::InsufficientStandbyMemoryResource(v));
+            "InsufficientStandbyMemoryResource" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientStandbyMemoryResource(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStandbyResource(v)) => {
-                return Ok(Self::InsufficientStandbyResource(v));
+            "InsufficientStandbyResource" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientStandbyResource(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStorageIops(v)) => {
-                return Ok(Self::InsufficientStorageIops(v));
+            "InsufficientStorageIops" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientStorageIops(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStorageSpace(v)) => {
-                return Ok(Self::InsufficientStorageSpace(v));
+            "InsufficientStorageSpace" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientStorageSpace(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientVFlashResourcesFault(v)) => {
-                return Ok(Self::InsufficientVFlashResourcesFault(v));
+            "InsufficientVFlashResourcesFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InsufficientVFlashResourcesFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidAffinitySettingFault(v)) => {
-                return Ok(Self::InvalidAffinitySettingFault(v));
+            "InvalidAffinitySettingFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidAffinitySettingFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_1::Object::InvalidArgument(v)) => {
-                return Ok(Self::InvalidArgument(v));
+            "InvalidArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidBmcRole(v)) => {
-                return Ok(Self::InvalidBmcRole(v));
+            "InvalidBmcRole" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidBmcRole(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidBundle(v)) => {
-                return Ok(Self::InvalidBundle(v));
+            "InvalidBundle" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidBundle(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidCAMCertificate(v)) => {
-                return Ok(Self::InvalidCAMCertificate(v));
+            "InvalidCAMCertificate" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidCAMCertificate(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidCAMServer(v)) => {
-                return Ok(Self::InvalidCAMServer(v));
+            "InvalidCAMServer" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidCAMServer(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidClientCertificate(v)) => {
-                return Ok(Self::InvalidClientCertificate(v));
+            "InvalidClientCertificate" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidClientCertificate(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_1::Object::InvalidCollectorVersion(v)) => {
-                return Ok(Self::InvalidCollectorVersion(v));
+            "InvalidCollectorVersion" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidCollectorVersion(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidController(v)) => {
-                return Ok(Self::InvalidController(v));
+            "InvalidController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDasConfigArgument(v)) => {
-                return Ok(Self::InvalidDasConfigArgument(v));
+            "InvalidDasConfigArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDasConfigArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDasRestartPriorityForFtVm(v)) => {
-                return Ok(Self::InvalidDasRestartPriorityForFtVm(v));
+            "InvalidDasRestartPriorityForFtVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDasRestartPriorityForFtVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_1::Object::InvalidDatastore(v)) => {
-                return Ok(Self::InvalidDatastore(v));
+            "InvalidDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_1::Object::InvalidDatastorePath(v)) => {
-                return Ok(Self::InvalidDatastorePath(v));
+            "InvalidDatastorePath" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDatastorePath(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDatastoreState(v)) => {
-                return Ok(Self::InvalidDatastoreState(v));
+            "InvalidDatastoreState" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDatastoreState(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDeviceBacking(v)) => {
-                return Ok(Self::InvalidDeviceBacking(v));
+            "InvalidDeviceBacking" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDeviceBacking(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDeviceOperation(v)) => {
-                return Ok(Self::InvalidDeviceOperation(v));
+            "InvalidDeviceOperation" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDeviceOperation(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDeviceSpec(v)) => {
-                return Ok(Self::InvalidDeviceSpec(v));
+            "InvalidDeviceSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDeviceSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDiskFormat(v)) => {
-                return Ok(Self::InvalidDiskFormat(v));
+            "InvalidDiskFormat" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDiskFormat(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDrsBehaviorForFtVm(v)) => {
-                return Ok(Self::InvalidDrsBehaviorForFtVm(v));
+            "InvalidDrsBehaviorForFtVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidDrsBehaviorForFtVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidEditionLicense(v)) => {
-                return Ok(Self::InvalidEditionLicense(v));
+            "InvalidEditionLicense" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidEditionLicense(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidEvent(v)) => return Ok(Self::InvalidEvent(v)),
+            "InvalidEvent" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidEvent(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidFolder(v)) => {
-                return Ok(Self::InvalidFolder(v));
+            "InvalidFolder" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidFolder(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidFormat(v)) => {
-                return Ok(Self::InvalidFormat(v));
+            "InvalidFormat" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidFormat(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_1::Object::InvalidGuestLogin(v)) => {
-                return Ok(Self::InvalidGuestLogin(v));
+            "InvalidGuestLogin" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidGuestLogin(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidHostConnectionState(v)) => {
-                return Ok(Self::InvalidHostConnectionState(v));
+            "InvalidHostConnectionState" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidHostConnectionState(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidHostName(v)) => {
-                return Ok(Self::InvalidHostName(v));
+            "InvalidHostName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidHostName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_2::Object::InvalidHostState(v)) => {
-                return Ok(Self::InvalidHostState(v));
+            "InvalidHostState" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidHostState(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidIndexArgument(v)) => {
-                return Ok(Self::InvalidIndexArgument(v));
+            "InvalidIndexArgument" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidIndexArgument(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidIpfixConfig(v)) => {
-                return Ok(Self::InvalidIpfixConfig(v));
+            "InvalidIpfixConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidIpfixConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidIpmiLoginInfo(v)) => {
-                return Ok(Self::InvalidIpmiLoginInfo(v));
+            "InvalidIpmiLoginInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidIpmiLoginInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidIpmiMacAddress(v)) => {
-                return Ok(Self::InvalidIpmiMacAddress(v));
+            "InvalidIpmiMacAddress" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidIpmiMacAddress(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidLicense(v)) => {
-                return Ok(Self::InvalidLicense(v));
+            "InvalidLicense" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidLicense(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidLocale(v)) => {
-                return Ok(Self::InvalidLocale(v));
+            "InvalidLocale" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidLocale(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "InvalidLogin" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidLogin(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_2::Object::InvalidLogin(v)) => return Ok(Self::InvalidLogin(v)),
-            Ok(chunks::i_2::Object::InvalidName(v)) => return Ok(Self::InvalidName(v)),
+            "InvalidName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidNasCredentials(v)) => {
-                return Ok(Self::InvalidNasCredentials(v));
+            "InvalidNasCredentials" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidNasCredentials(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidNetworkInType(v)) => {
-                return Ok(Self::InvalidNetworkInType(v));
+            "InvalidNetworkInType" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidNetworkInType(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidNetworkResource(v)) => {
-                return Ok(Self::InvalidNetworkResource(v));
+            "InvalidNetworkResource" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidNetworkResource(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidOperationOnSecondaryVm(v)) => {
-                return Ok(Self::InvalidOperationOnSecondaryVm(v));
+            "InvalidOperationOnSecondaryVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidOperationOnSecondaryVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_2::Object::InvalidPowerState(v)) => {
-                return Ok(Self::InvalidPowerState(v));
+            "InvalidPowerState" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidPowerState(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidPrivilege(v)) => {
-                return Ok(Self::InvalidPrivilege(v));
+            "InvalidPrivilege" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidPrivilege(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidProfileReferenceHost(v)) => {
-                return Ok(Self::InvalidProfileReferenceHost(v));
+            "InvalidProfileReferenceHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidProfileReferenceHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_2::Object::InvalidProperty(v)) => {
-                return Ok(Self::InvalidProperty(v));
+            "InvalidProperty" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidProperty(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidPropertyType(v)) => {
-                return Ok(Self::InvalidPropertyType(v));
+            "InvalidPropertyType" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidPropertyType(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidPropertyValue(v)) => {
-                return Ok(Self::InvalidPropertyValue(v));
+            "InvalidPropertyValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidPropertyValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_2::Object::InvalidRequest(v)) => {
-                return Ok(Self::InvalidRequest(v));
+            "InvalidRequest" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidRequest(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidResourcePoolStructureFault(v)) => {
-                return Ok(Self::InvalidResourcePoolStructureFault(v));
+            "InvalidResourcePoolStructureFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidResourcePoolStructureFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidScheduledTask(v)) => {
-                return Ok(Self::InvalidScheduledTask(v));
+            "InvalidScheduledTask" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidScheduledTask(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidSnapshotFormat(v)) => {
-                return Ok(Self::InvalidSnapshotFormat(v));
+            "InvalidSnapshotFormat" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidSnapshotFormat(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::i_2::Object::InvalidState(v)) => return Ok(Self::InvalidState(v)),
+            "InvalidState" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidState(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidToken(v)) => return Ok(Self::InvalidToken(v)),
-            Ok(chunks::i_2::Object::InvalidType(v)) => return Ok(Self::InvalidType(v)),
-            Ok(chunks::i_2::Object::InvalidVmConfig(v)) => {
-                return Ok(Self::InvalidVmConfig(v));
+            "InvalidToken" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidToken(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "InvalidType" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidType(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
+            "InvalidVmConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidVmConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidVmState(v)) => {
-                return Ok(Self::InvalidVmState(v));
+            "InvalidVmState" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidVmState(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InventoryHasStandardAloneHosts(v)) => {
-                return Ok(Self::InventoryHasStandardAloneHosts(v));
+            "InventoryHasStandardAloneHosts" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InventoryHasStandardAloneHosts(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IpHostnameGeneratorError(v)) => {
-                return Ok(Self::IpHostnameGeneratorError(v));
+            "IpHostnameGeneratorError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IpHostnameGeneratorError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFault(v)) => return Ok(Self::IscsiFault(v)),
+            "IscsiFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultInvalidVnic(v)) => {
-                return Ok(Self::IscsiFaultInvalidVnic(v));
+            "IscsiFaultInvalidVnic" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultInvalidVnic(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultPnicInUse(v)) => {
-                return Ok(Self::IscsiFaultPnicInUse(v));
+            "IscsiFaultPnicInUse" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultPnicInUse(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicAlreadyBound(v)) => {
-                return Ok(Self::IscsiFaultVnicAlreadyBound(v));
+            "IscsiFaultVnicAlreadyBound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicAlreadyBound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicHasActivePaths(v)) => {
-                return Ok(Self::IscsiFaultVnicHasActivePaths(v));
+            "IscsiFaultVnicHasActivePaths" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicHasActivePaths(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicHasMultipleUplinks(v)) => {
-                return Ok(Self::IscsiFaultVnicHasMultipleUplinks(v));
+            "IscsiFaultVnicHasMultipleUplinks" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicHasMultipleUplinks(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicHasNoUplinks(v)) => {
-                return Ok(Self::IscsiFaultVnicHasNoUplinks(v));
+            "IscsiFaultVnicHasNoUplinks" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicHasNoUplinks(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicHasWrongUplink(v)) => {
-                return Ok(Self::IscsiFaultVnicHasWrongUplink(v));
+            "IscsiFaultVnicHasWrongUplink" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicHasWrongUplink(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicInUse(v)) => {
-                return Ok(Self::IscsiFaultVnicInUse(v));
+            "IscsiFaultVnicInUse" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicInUse(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicIsLastPath(v)) => {
-                return Ok(Self::IscsiFaultVnicIsLastPath(v));
+            "IscsiFaultVnicIsLastPath" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicIsLastPath(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicNotBound(v)) => {
-                return Ok(Self::IscsiFaultVnicNotBound(v));
+            "IscsiFaultVnicNotBound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicNotBound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicNotFound(v)) => {
-                return Ok(Self::IscsiFaultVnicNotFound(v));
+            "IscsiFaultVnicNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IscsiFaultVnicNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::KeyNotFound(v)) => return Ok(Self::KeyNotFound(v)),
+            "KeyNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::KeyNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LargeRDMConversionNotSupported(v)) => {
-                return Ok(Self::LargeRDMConversionNotSupported(v));
+            "LargeRDMConversionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LargeRDMConversionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LargeRDMNotSupportedOnDatastore(v)) => {
-                return Ok(Self::LargeRDMNotSupportedOnDatastore(v));
+            "LargeRDMNotSupportedOnDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LargeRDMNotSupportedOnDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LegacyNetworkInterfaceInUse(v)) => {
-                return Ok(Self::LegacyNetworkInterfaceInUse(v));
+            "LegacyNetworkInterfaceInUse" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LegacyNetworkInterfaceInUse(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseAssignmentFailed(v)) => {
-                return Ok(Self::LicenseAssignmentFailed(v));
+            "LicenseAssignmentFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseAssignmentFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseDowngradeDisallowed(v)) => {
-                return Ok(Self::LicenseDowngradeDisallowed(v));
+            "LicenseDowngradeDisallowed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseDowngradeDisallowed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseEntityNotFound(v)) => {
-                return Ok(Self::LicenseEntityNotFound(v));
+            "LicenseEntityNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseEntityNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseExpired(v)) => {
-                return Ok(Self::LicenseExpired(v));
+            "LicenseExpired" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseExpired(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseKeyEntityMismatch(v)) => {
-                return Ok(Self::LicenseKeyEntityMismatch(v));
+            "LicenseKeyEntityMismatch" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseKeyEntityMismatch(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseRestricted(v)) => {
-                return Ok(Self::LicenseRestricted(v));
+            "LicenseRestricted" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseRestricted(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseServerUnavailable(v)) => {
-                return Ok(Self::LicenseServerUnavailable(v));
+            "LicenseServerUnavailable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseServerUnavailable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseSourceUnavailable(v)) => {
-                return Ok(Self::LicenseSourceUnavailable(v));
+            "LicenseSourceUnavailable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LicenseSourceUnavailable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LimitExceeded(v)) => {
-                return Ok(Self::LimitExceeded(v));
+            "LimitExceeded" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LimitExceeded(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LinuxVolumeNotClean(v)) => {
-                return Ok(Self::LinuxVolumeNotClean(v));
+            "LinuxVolumeNotClean" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LinuxVolumeNotClean(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
-            Ok(chunks::l_to_m::Object::MethodFault(v)) => return Ok(Self::MethodFault(v)),
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::LogBundlingFailed(v)) => {
-                return Ok(Self::LogBundlingFailed(v));
+            "LogBundlingFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LogBundlingFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MaintenanceModeFileMove(v)) => {
-                return Ok(Self::MaintenanceModeFileMove(v));
+            "MaintenanceModeFileMove" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MaintenanceModeFileMove(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::l_to_m::Object::ManagedObjectNotFound(v)) => {
-                return Ok(Self::ManagedObjectNotFound(v));
+            "ManagedObjectNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ManagedObjectNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemoryFileFormatNotSupportedByDatastore(v)) => {
-                return Ok(Self::MemoryFileFormatNotSupportedByDatastore(v));
+            "MemoryFileFormatNotSupportedByDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MemoryFileFormatNotSupportedByDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemoryHotPlugNotSupported(v)) => {
-                return Ok(Self::MemoryHotPlugNotSupported(v));
+            "MemoryHotPlugNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MemoryHotPlugNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemorySizeNotRecommended(v)) => {
-                return Ok(Self::MemorySizeNotRecommended(v));
+            "MemorySizeNotRecommended" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MemorySizeNotRecommended(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemorySizeNotSupported(v)) => {
-                return Ok(Self::MemorySizeNotSupported(v));
+            "MemorySizeNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MemorySizeNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemorySizeNotSupportedByDatastore(v)) => {
-                return Ok(Self::MemorySizeNotSupportedByDatastore(v));
+            "MemorySizeNotSupportedByDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MemorySizeNotSupportedByDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemorySnapshotOnIndependentDisk(v)) => {
-                return Ok(Self::MemorySnapshotOnIndependentDisk(v));
+            "MemorySnapshotOnIndependentDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MemorySnapshotOnIndependentDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MethodAlreadyDisabledFault(v)) => {
-                return Ok(Self::MethodAlreadyDisabledFault(v));
+            "MethodAlreadyDisabledFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MethodAlreadyDisabledFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::l_to_m::Object::MethodDisabled(v)) => {
-                return Ok(Self::MethodDisabled(v));
+            "MethodDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MethodDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MethodNotFound(v)) => {
-                return Ok(Self::MethodNotFound(v));
+            "MethodNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MethodNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MigrationDisabled(v)) => {
-                return Ok(Self::MigrationDisabled(v));
+            "MigrationDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MigrationFault(v)) => {
-                return Ok(Self::MigrationFault(v));
+            "MigrationFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MigrationFeatureNotSupported(v)) => {
-                return Ok(Self::MigrationFeatureNotSupported(v));
+            "MigrationFeatureNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationFeatureNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MigrationNotReady(v)) => {
-                return Ok(Self::MigrationNotReady(v));
+            "MigrationNotReady" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MigrationNotReady(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MismatchedBundle(v)) => {
-                return Ok(Self::MismatchedBundle(v));
+            "MismatchedBundle" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MismatchedBundle(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MismatchedNetworkPolicies(v)) => {
-                return Ok(Self::MismatchedNetworkPolicies(v));
+            "MismatchedNetworkPolicies" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MismatchedNetworkPolicies(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MismatchedVMotionNetworkNames(v)) => {
-                return Ok(Self::MismatchedVMotionNetworkNames(v));
+            "MismatchedVMotionNetworkNames" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MismatchedVMotionNetworkNames(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingBmcSupport(v)) => {
-                return Ok(Self::MissingBmcSupport(v));
+            "MissingBmcSupport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MissingBmcSupport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingController(v)) => {
-                return Ok(Self::MissingController(v));
+            "MissingController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MissingController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingIpPool(v)) => {
-                return Ok(Self::MissingIpPool(v));
+            "MissingIpPool" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MissingIpPool(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingLinuxCustResources(v)) => {
-                return Ok(Self::MissingLinuxCustResources(v));
+            "MissingLinuxCustResources" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MissingLinuxCustResources(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingNetworkIpConfig(v)) => {
-                return Ok(Self::MissingNetworkIpConfig(v));
+            "MissingNetworkIpConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MissingNetworkIpConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingPowerOffConfiguration(v)) => {
-                return Ok(Self::MissingPowerOffConfiguration(v));
+            "MissingPowerOffConfiguration" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MissingPowerOffConfiguration(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingPowerOnConfiguration(v)) => {
-                return Ok(Self::MissingPowerOnConfiguration(v));
+            "MissingPowerOnConfiguration" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MissingPowerOnConfiguration(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingWindowsCustResources(v)) => {
-                return Ok(Self::MissingWindowsCustResources(v));
+            "MissingWindowsCustResources" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MissingWindowsCustResources(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MksConnectionLimitReached(v)) => {
-                return Ok(Self::MksConnectionLimitReached(v));
+            "MksConnectionLimitReached" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MksConnectionLimitReached(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MountError(v)) => return Ok(Self::MountError(v)),
+            "MountError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MountError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MultiWriterNotSupported(v)) => {
-                return Ok(Self::MultiWriterNotSupported(v));
+            "MultiWriterNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MultiWriterNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MultipleCertificatesVerifyFault(v)) => {
-                return Ok(Self::MultipleCertificatesVerifyFault(v));
+            "MultipleCertificatesVerifyFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MultipleCertificatesVerifyFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MultipleSnapshotsNotSupported(v)) => {
-                return Ok(Self::MultipleSnapshotsNotSupported(v));
+            "MultipleSnapshotsNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MultipleSnapshotsNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NamespaceFull(v)) => {
-                return Ok(Self::NamespaceFull(v));
+            "NamespaceFull" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NamespaceFull(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NamespaceLimitReached(v)) => {
-                return Ok(Self::NamespaceLimitReached(v));
+            "NamespaceLimitReached" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NamespaceLimitReached(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NamespaceWriteProtected(v)) => {
-                return Ok(Self::NamespaceWriteProtected(v));
+            "NamespaceWriteProtected" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NamespaceWriteProtected(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NasConfigFault(v)) => {
-                return Ok(Self::NasConfigFault(v));
+            "NasConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NasConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NasConnectionLimitReached(v)) => {
-                return Ok(Self::NasConnectionLimitReached(v));
+            "NasConnectionLimitReached" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NasConnectionLimitReached(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NasSessionCredentialConflict(v)) => {
-                return Ok(Self::NasSessionCredentialConflict(v));
+            "NasSessionCredentialConflict" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NasSessionCredentialConflict(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NasVolumeNotMounted(v)) => {
-                return Ok(Self::NasVolumeNotMounted(v));
+            "NasVolumeNotMounted" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NasVolumeNotMounted(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NetworkCopyFault(v)) => {
-                return Ok(Self::NetworkCopyFault(v));
+            "NetworkCopyFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkCopyFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NetworkDisruptedAndConfigRolledBack(v)) => {
-                return Ok(Self::NetworkDisruptedAndConfigRolledBack(v));
+            "NetworkDisruptedAndConfigRolledBack" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkDisruptedAndConfigRolledBack(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NetworkInaccessible(v)) => {
-                return Ok(Self::NetworkInaccessible(v));
+            "NetworkInaccessible" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkInaccessible(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NetworksMayNotBeTheSame(v)) => {
-                return Ok(Self::NetworksMayNotBeTheSame(v));
+            "NetworksMayNotBeTheSame" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworksMayNotBeTheSame(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NicSettingMismatch(v)) => {
-                return Ok(Self::NicSettingMismatch(v));
+            "NicSettingMismatch" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NicSettingMismatch(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoActiveHostInCluster(v)) => {
-                return Ok(Self::NoActiveHostInCluster(v));
+            "NoActiveHostInCluster" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoActiveHostInCluster(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoAvailableIp(v)) => {
-                return Ok(Self::NoAvailableIp(v));
+            "NoAvailableIp" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoAvailableIp(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoClientCertificate(v)) => {
-                return Ok(Self::NoClientCertificate(v));
+            "NoClientCertificate" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoClientCertificate(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleDatastore(v)) => {
-                return Ok(Self::NoCompatibleDatastore(v));
+            "NoCompatibleDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoCompatibleDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleHardAffinityHost(v)) => {
-                return Ok(Self::NoCompatibleHardAffinityHost(v));
+            "NoCompatibleHardAffinityHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoCompatibleHardAffinityHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleHost(v)) => {
-                return Ok(Self::NoCompatibleHost(v));
+            "NoCompatibleHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoCompatibleHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleHostWithAccessToDevice(v)) => {
-                return Ok(Self::NoCompatibleHostWithAccessToDevice(v));
+            "NoCompatibleHostWithAccessToDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoCompatibleHostWithAccessToDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleSoftAffinityHost(v)) => {
-                return Ok(Self::NoCompatibleSoftAffinityHost(v));
+            "NoCompatibleSoftAffinityHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoCompatibleSoftAffinityHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoConnectedDatastore(v)) => {
-                return Ok(Self::NoConnectedDatastore(v));
+            "NoConnectedDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoConnectedDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoDiskFound(v)) => return Ok(Self::NoDiskFound(v)),
+            "NoDiskFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoDiskFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoDiskSpace(v)) => return Ok(Self::NoDiskSpace(v)),
+            "NoDiskSpace" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoDiskSpace(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoDisksToCustomize(v)) => {
-                return Ok(Self::NoDisksToCustomize(v));
+            "NoDisksToCustomize" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoDisksToCustomize(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoGateway(v)) => return Ok(Self::NoGateway(v)),
+            "NoGateway" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoGateway(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoGuestHeartbeat(v)) => {
-                return Ok(Self::NoGuestHeartbeat(v));
+            "NoGuestHeartbeat" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoGuestHeartbeat(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoHost(v)) => return Ok(Self::NoHost(v)),
+            "NoHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoHostSuitableForFtSecondary(v)) => {
-                return Ok(Self::NoHostSuitableForFtSecondary(v));
+            "NoHostSuitableForFtSecondary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoHostSuitableForFtSecondary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoLicenseServerConfigured(v)) => {
-                return Ok(Self::NoLicenseServerConfigured(v));
+            "NoLicenseServerConfigured" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoLicenseServerConfigured(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoPeerHostFound(v)) => {
-                return Ok(Self::NoPeerHostFound(v));
+            "NoPeerHostFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoPeerHostFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_1::Object::NoPermission(v)) => return Ok(Self::NoPermission(v)),
+            "NoPermission" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoPermission(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoPermissionOnAD(v)) => {
-                return Ok(Self::NoPermissionOnAD(v));
+            "NoPermissionOnAD" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoPermissionOnAD(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoPermissionOnHost(v)) => {
-                return Ok(Self::NoPermissionOnHost(v));
+            "NoPermissionOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoPermissionOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoPermissionOnNasVolume(v)) => {
-                return Ok(Self::NoPermissionOnNasVolume(v));
+            "NoPermissionOnNasVolume" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoPermissionOnNasVolume(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NoSubjectName(v)) => {
-                return Ok(Self::NoSubjectName(v));
+            "NoSubjectName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoSubjectName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NoVcManagedIpConfigured(v)) => {
-                return Ok(Self::NoVcManagedIpConfigured(v));
+            "NoVcManagedIpConfigured" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoVcManagedIpConfigured(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NoVirtualNic(v)) => return Ok(Self::NoVirtualNic(v)),
+            "NoVirtualNic" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoVirtualNic(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NoVmInVApp(v)) => return Ok(Self::NoVmInVApp(v)),
+            "NoVmInVApp" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NoVmInVApp(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NonADUserRequired(v)) => {
-                return Ok(Self::NonADUserRequired(v));
+            "NonADUserRequired" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NonADUserRequired(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NonHomeRDMVMotionNotSupported(v)) => {
-                return Ok(Self::NonHomeRDMVMotionNotSupported(v));
+            "NonHomeRDMVMotionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NonHomeRDMVMotionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NonPersistentDisksNotSupported(v)) => {
-                return Ok(Self::NonPersistentDisksNotSupported(v));
+            "NonPersistentDisksNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NonPersistentDisksNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NonVmwareOuiMacNotSupportedHost(v)) => {
-                return Ok(Self::NonVmwareOuiMacNotSupportedHost(v));
+            "NonVmwareOuiMacNotSupportedHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NonVmwareOuiMacNotSupportedHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotADirectory(v)) => {
-                return Ok(Self::NotADirectory(v));
+            "NotADirectory" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotADirectory(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotAFile(v)) => return Ok(Self::NotAFile(v)),
-            Ok(chunks::n_2::Object::NotAuthenticated(v)) => {
-                return Ok(Self::NotAuthenticated(v));
+            "NotAFile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotAFile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
+            "NotAuthenticated" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotAuthenticated(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotEnoughCpus(v)) => {
-                return Ok(Self::NotEnoughCpus(v));
+            "NotEnoughCpus" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotEnoughCpus(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_2::Object::NotEnoughLicenses(v)) => {
-                return Ok(Self::NotEnoughLicenses(v));
+            "NotEnoughLicenses" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotEnoughLicenses(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotEnoughLogicalCpus(v)) => {
-                return Ok(Self::NotEnoughLogicalCpus(v));
+            "NotEnoughLogicalCpus" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotEnoughLogicalCpus(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "NotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_2::Object::NotFound(v)) => return Ok(Self::NotFound(v)),
-            Ok(chunks::n_2::Object::NotImplemented(v)) => {
-                return Ok(Self::NotImplemented(v));
+            "NotImplemented" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotImplemented(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::n_2::Object::NotSupported(v)) => return Ok(Self::NotSupported(v)),
+            "NotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedDeviceForFT(v)) => {
-                return Ok(Self::NotSupportedDeviceForFT(v));
+            "NotSupportedDeviceForFT" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedDeviceForFT(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHost(v)) => {
-                return Ok(Self::NotSupportedHost(v));
+            "NotSupportedHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForChecksum(v)) => {
-                return Ok(Self::NotSupportedHostForChecksum(v));
+            "NotSupportedHostForChecksum" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHostForChecksum(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForVFlash(v)) => {
-                return Ok(Self::NotSupportedHostForVFlash(v));
+            "NotSupportedHostForVFlash" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHostForVFlash(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForVmcp(v)) => {
-                return Ok(Self::NotSupportedHostForVmcp(v));
+            "NotSupportedHostForVmcp" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHostForVmcp(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForVmemFile(v)) => {
-                return Ok(Self::NotSupportedHostForVmemFile(v));
+            "NotSupportedHostForVmemFile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHostForVmemFile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForVsan(v)) => {
-                return Ok(Self::NotSupportedHostForVsan(v));
+            "NotSupportedHostForVsan" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHostForVsan(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostInCluster(v)) => {
-                return Ok(Self::NotSupportedHostInCluster(v));
+            "NotSupportedHostInCluster" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHostInCluster(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostInDvs(v)) => {
-                return Ok(Self::NotSupportedHostInDvs(v));
+            "NotSupportedHostInDvs" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHostInDvs(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostInHACluster(v)) => {
-                return Ok(Self::NotSupportedHostInHACluster(v));
+            "NotSupportedHostInHACluster" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotSupportedHostInHACluster(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotUserConfigurableProperty(v)) => {
-                return Ok(Self::NotUserConfigurableProperty(v));
+            "NotUserConfigurableProperty" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NotUserConfigurableProperty(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NumVirtualCoresPerSocketNotSupported(v)) => {
-                return Ok(Self::NumVirtualCoresPerSocketNotSupported(v));
+            "NumVirtualCoresPerSocketNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NumVirtualCoresPerSocketNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NumVirtualCpusExceedsLimit(v)) => {
-                return Ok(Self::NumVirtualCpusExceedsLimit(v));
+            "NumVirtualCpusExceedsLimit" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NumVirtualCpusExceedsLimit(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NumVirtualCpusIncompatible(v)) => {
-                return Ok(Self::NumVirtualCpusIncompatible(v));
+            "NumVirtualCpusIncompatible" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NumVirtualCpusIncompatible(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NumVirtualCpusNotSupported(v)) => {
-                return Ok(Self::NumVirtualCpusNotSupported(v));
+            "NumVirtualCpusNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NumVirtualCpusNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OperationDisabledByGuest(v)) => {
-                return Ok(Self::OperationDisabledByGuest(v));
+            "OperationDisabledByGuest" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OperationDisabledByGuest(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OperationDisallowedOnHost(v)) => {
-                return Ok(Self::OperationDisallowedOnHost(v));
+            "OperationDisallowedOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OperationDisallowedOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OperationNotSupportedByGuest(v)) => {
-                return Ok(Self::OperationNotSupportedByGuest(v));
+            "OperationNotSupportedByGuest" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OperationNotSupportedByGuest(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OutOfBounds(v)) => return Ok(Self::OutOfBounds(v)),
+            "OutOfBounds" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OutOfBounds(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfAttribute(v)) => return Ok(Self::OvfAttribute(v)),
+            "OvfAttribute" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfAttribute(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConnectedDevice(v)) => {
-                return Ok(Self::OvfConnectedDevice(v));
+            "OvfConnectedDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConnectedDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConnectedDeviceFloppy(v)) => {
-                return Ok(Self::OvfConnectedDeviceFloppy(v));
+            "OvfConnectedDeviceFloppy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConnectedDeviceFloppy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConnectedDeviceIso(v)) => {
-                return Ok(Self::OvfConnectedDeviceIso(v));
+            "OvfConnectedDeviceIso" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConnectedDeviceIso(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConstraint(v)) => {
-                return Ok(Self::OvfConstraint(v));
+            "OvfConstraint" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConstraint(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerCallbackFault(v)) => {
-                return Ok(Self::OvfConsumerCallbackFault(v));
+            "OvfConsumerCallbackFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConsumerCallbackFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerCommunicationError(v)) => {
-                return Ok(Self::OvfConsumerCommunicationError(v));
+            "OvfConsumerCommunicationError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConsumerCommunicationError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerFault(v)) => {
-                return Ok(Self::OvfConsumerFault(v));
+            "OvfConsumerFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConsumerFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerInvalidSection(v)) => {
-                return Ok(Self::OvfConsumerInvalidSection(v));
+            "OvfConsumerInvalidSection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConsumerInvalidSection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerPowerOnFault(v)) => {
-                return Ok(Self::OvfConsumerPowerOnFault(v));
+            "OvfConsumerPowerOnFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConsumerPowerOnFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerUndeclaredSection(v)) => {
-                return Ok(Self::OvfConsumerUndeclaredSection(v));
+            "OvfConsumerUndeclaredSection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConsumerUndeclaredSection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerUndefinedPrefix(v)) => {
-                return Ok(Self::OvfConsumerUndefinedPrefix(v));
+            "OvfConsumerUndefinedPrefix" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConsumerUndefinedPrefix(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerValidationFault(v)) => {
-                return Ok(Self::OvfConsumerValidationFault(v));
+            "OvfConsumerValidationFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfConsumerValidationFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfCpuCompatibility(v)) => {
-                return Ok(Self::OvfCpuCompatibility(v));
+            "OvfCpuCompatibility" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfCpuCompatibility(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfCpuCompatibilityCheckNotSupported(v)) => {
-                return Ok(Self::OvfCpuCompatibilityCheckNotSupported(v));
+            "OvfCpuCompatibilityCheckNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfCpuCompatibilityCheckNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDiskMappingNotFound(v)) => {
-                return Ok(Self::OvfDiskMappingNotFound(v));
+            "OvfDiskMappingNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfDiskMappingNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDiskOrderConstraint(v)) => {
-                return Ok(Self::OvfDiskOrderConstraint(v));
+            "OvfDiskOrderConstraint" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfDiskOrderConstraint(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDuplicateElement(v)) => {
-                return Ok(Self::OvfDuplicateElement(v));
+            "OvfDuplicateElement" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfDuplicateElement(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDuplicatedElementBoundary(v)) => {
-                return Ok(Self::OvfDuplicatedElementBoundary(v));
+            "OvfDuplicatedElementBoundary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfDuplicatedElementBoundary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdExport(v)) => {
-                return Ok(Self::OvfDuplicatedPropertyIdExport(v));
+            "OvfDuplicatedPropertyIdExport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfDuplicatedPropertyIdExport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdImport(v)) => {
-                return Ok(Self::OvfDuplicatedPropertyIdImport(v));
+            "OvfDuplicatedPropertyIdImport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfDuplicatedPropertyIdImport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfElement(v)) => return Ok(Self::OvfElement(v)),
+            "OvfElement" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfElement(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfElementInvalidValue(v)) => {
-                return Ok(Self::OvfElementInvalidValue(v));
+            "OvfElementInvalidValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfElementInvalidValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfExport(v)) => return Ok(Self::OvfExport(v)),
+            "OvfExport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfExport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfExportFailed(v)) => {
-                return Ok(Self::OvfExportFailed(v));
+            "OvfExportFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfExportFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfFault(v)) => return Ok(Self::OvfFault(v)),
+            "OvfFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfHardwareCheck(v)) => {
-                return Ok(Self::OvfHardwareCheck(v));
+            "OvfHardwareCheck" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfHardwareCheck(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfHardwareExport(v)) => {
-                return Ok(Self::OvfHardwareExport(v));
+            "OvfHardwareExport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfHardwareExport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfHostResourceConstraint(v)) => {
-                return Ok(Self::OvfHostResourceConstraint(v));
+            "OvfHostResourceConstraint" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfHostResourceConstraint(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfHostValueNotParsed(v)) => {
-                return Ok(Self::OvfHostValueNotParsed(v));
+            "OvfHostValueNotParsed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfHostValueNotParsed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfImport(v)) => return Ok(Self::OvfImport(v)),
+            "OvfImport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfImport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfImportFailed(v)) => {
-                return Ok(Self::OvfImportFailed(v));
+            "OvfImportFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfImportFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInternalError(v)) => {
-                return Ok(Self::OvfInternalError(v));
+            "OvfInternalError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfInternalError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidPackage(v)) => {
-                return Ok(Self::OvfInvalidPackage(v));
+            "OvfInvalidPackage" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfInvalidPackage(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValue(v)) => {
-                return Ok(Self::OvfInvalidValue(v));
+            "OvfInvalidValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfInvalidValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValueConfiguration(v)) => {
-                return Ok(Self::OvfInvalidValueConfiguration(v));
+            "OvfInvalidValueConfiguration" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfInvalidValueConfiguration(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValueEmpty(v)) => {
-                return Ok(Self::OvfInvalidValueEmpty(v));
+            "OvfInvalidValueEmpty" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfInvalidValueEmpty(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValueFormatMalformed(v)) => {
-                return Ok(Self::OvfInvalidValueFormatMalformed(v));
+            "OvfInvalidValueFormatMalformed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfInvalidValueFormatMalformed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValueReference(v)) => {
-                return Ok(Self::OvfInvalidValueReference(v));
+            "OvfInvalidValueReference" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfInvalidValueReference(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidVmName(v)) => {
-                return Ok(Self::OvfInvalidVmName(v));
+            "OvfInvalidVmName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfInvalidVmName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfMappedOsId(v)) => {
-                return Ok(Self::OvfMappedOsId(v));
+            "OvfMappedOsId" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfMappedOsId(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfMissingAttribute(v)) => {
-                return Ok(Self::OvfMissingAttribute(v));
+            "OvfMissingAttribute" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfMissingAttribute(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfMissingElement(v)) => {
-                return Ok(Self::OvfMissingElement(v));
+            "OvfMissingElement" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfMissingElement(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfMissingElementNormalBoundary(v)) => {
-                return Ok(Self::OvfMissingElementNormalBoundary(v));
+            "OvfMissingElementNormalBoundary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfMissingElementNormalBoundary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfMissingHardware(v)) => {
-                return Ok(Self::OvfMissingHardware(v));
+            "OvfMissingHardware" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfMissingHardware(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfNetworkMappingNotSupported(v)) => {
-                return Ok(Self::OvfNetworkMappingNotSupported(v));
+            "OvfNetworkMappingNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfNetworkMappingNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfNoHostNic(v)) => return Ok(Self::OvfNoHostNic(v)),
+            "OvfNoHostNic" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfNoHostNic(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfNoSpaceOnController(v)) => {
-                return Ok(Self::OvfNoSpaceOnController(v));
+            "OvfNoSpaceOnController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfNoSpaceOnController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfNoSupportedHardwareFamily(v)) => {
-                return Ok(Self::OvfNoSupportedHardwareFamily(v));
+            "OvfNoSupportedHardwareFamily" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfNoSupportedHardwareFamily(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfProperty(v)) => return Ok(Self::OvfProperty(v)),
+            "OvfProperty" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfProperty(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyExport(v)) => {
-                return Ok(Self::OvfPropertyExport(v));
+            "OvfPropertyExport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfPropertyExport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyNetwork(v)) => {
-                return Ok(Self::OvfPropertyNetwork(v));
+            "OvfPropertyNetwork" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfPropertyNetwork(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyNetworkExport(v)) => {
-                return Ok(Self::OvfPropertyNetworkExport(v));
+            "OvfPropertyNetworkExport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfPropertyNetworkExport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyQualifier(v)) => {
-                return Ok(Self::OvfPropertyQualifier(v));
+            "OvfPropertyQualifier" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfPropertyQualifier(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyQualifierDuplicate(v)) => {
-                return Ok(Self::OvfPropertyQualifierDuplicate(v));
+            "OvfPropertyQualifierDuplicate" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfPropertyQualifierDuplicate(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyQualifierIgnored(v)) => {
-                return Ok(Self::OvfPropertyQualifierIgnored(v));
+            "OvfPropertyQualifierIgnored" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfPropertyQualifierIgnored(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyType(v)) => {
-                return Ok(Self::OvfPropertyType(v));
+            "OvfPropertyType" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfPropertyType(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyValue(v)) => {
-                return Ok(Self::OvfPropertyValue(v));
+            "OvfPropertyValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfPropertyValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfSystemFault(v)) => {
-                return Ok(Self::OvfSystemFault(v));
+            "OvfSystemFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfSystemFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfToXmlUnsupportedElement(v)) => {
-                return Ok(Self::OvfToXmlUnsupportedElement(v));
+            "OvfToXmlUnsupportedElement" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfToXmlUnsupportedElement(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnableToExportDisk(v)) => {
-                return Ok(Self::OvfUnableToExportDisk(v));
+            "OvfUnableToExportDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnableToExportDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnexpectedElement(v)) => {
-                return Ok(Self::OvfUnexpectedElement(v));
+            "OvfUnexpectedElement" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnexpectedElement(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnknownDevice(v)) => {
-                return Ok(Self::OvfUnknownDevice(v));
+            "OvfUnknownDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnknownDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnknownDeviceBacking(v)) => {
-                return Ok(Self::OvfUnknownDeviceBacking(v));
+            "OvfUnknownDeviceBacking" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnknownDeviceBacking(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnknownEntity(v)) => {
-                return Ok(Self::OvfUnknownEntity(v));
+            "OvfUnknownEntity" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnknownEntity(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedAttribute(v)) => {
-                return Ok(Self::OvfUnsupportedAttribute(v));
+            "OvfUnsupportedAttribute" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedAttribute(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedAttributeValue(v)) => {
-                return Ok(Self::OvfUnsupportedAttributeValue(v));
+            "OvfUnsupportedAttributeValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedAttributeValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingInfo(v)) => {
-                return Ok(Self::OvfUnsupportedDeviceBackingInfo(v));
+            "OvfUnsupportedDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingOption(v)) => {
-                return Ok(Self::OvfUnsupportedDeviceBackingOption(v));
+            "OvfUnsupportedDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedDeviceExport(v)) => {
-                return Ok(Self::OvfUnsupportedDeviceExport(v));
+            "OvfUnsupportedDeviceExport" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedDeviceExport(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedDiskProvisioning(v)) => {
-                return Ok(Self::OvfUnsupportedDiskProvisioning(v));
+            "OvfUnsupportedDiskProvisioning" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedDiskProvisioning(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedElement(v)) => {
-                return Ok(Self::OvfUnsupportedElement(v));
+            "OvfUnsupportedElement" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedElement(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedElementValue(v)) => {
-                return Ok(Self::OvfUnsupportedElementValue(v));
+            "OvfUnsupportedElementValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedElementValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedPackage(v)) => {
-                return Ok(Self::OvfUnsupportedPackage(v));
+            "OvfUnsupportedPackage" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedPackage(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedSection(v)) => {
-                return Ok(Self::OvfUnsupportedSection(v));
+            "OvfUnsupportedSection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedSection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedSubType(v)) => {
-                return Ok(Self::OvfUnsupportedSubType(v));
+            "OvfUnsupportedSubType" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedSubType(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedType(v)) => {
-                return Ok(Self::OvfUnsupportedType(v));
+            "OvfUnsupportedType" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfUnsupportedType(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfWrongElement(v)) => {
-                return Ok(Self::OvfWrongElement(v));
+            "OvfWrongElement" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfWrongElement(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfWrongNamespace(v)) => {
-                return Ok(Self::OvfWrongNamespace(v));
+            "OvfWrongNamespace" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfWrongNamespace(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfXmlFormat(v)) => return Ok(Self::OvfXmlFormat(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::PasswordExpired(v)) => {
-                return Ok(Self::PasswordExpired(v));
+            "OvfXmlFormat" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfXmlFormat(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "PasswordExpired" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PasswordExpired(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchAlreadyInstalled(v)) => {
-                return Ok(Self::PatchAlreadyInstalled(v));
+            "PatchAlreadyInstalled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchAlreadyInstalled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchBinariesNotFound(v)) => {
-                return Ok(Self::PatchBinariesNotFound(v));
+            "PatchBinariesNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchBinariesNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchInstallFailed(v)) => {
-                return Ok(Self::PatchInstallFailed(v));
+            "PatchInstallFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchInstallFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchIntegrityError(v)) => {
-                return Ok(Self::PatchIntegrityError(v));
+            "PatchIntegrityError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchIntegrityError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchMetadataCorrupted(v)) => {
-                return Ok(Self::PatchMetadataCorrupted(v));
+            "PatchMetadataCorrupted" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchMetadataCorrupted(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchMetadataInvalid(v)) => {
-                return Ok(Self::PatchMetadataInvalid(v));
+            "PatchMetadataInvalid" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchMetadataInvalid(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchMetadataNotFound(v)) => {
-                return Ok(Self::PatchMetadataNotFound(v));
+            "PatchMetadataNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchMetadataNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchMissingDependencies(v)) => {
-                return Ok(Self::PatchMissingDependencies(v));
+            "PatchMissingDependencies" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchMissingDependencies(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchNotApplicable(v)) => {
-                return Ok(Self::PatchNotApplicable(v));
+            "PatchNotApplicable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchNotApplicable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchSuperseded(v)) => {
-                return Ok(Self::PatchSuperseded(v));
+            "PatchSuperseded" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PatchSuperseded(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PhysCompatRDMNotSupported(v)) => {
-                return Ok(Self::PhysCompatRDMNotSupported(v));
+            "PhysCompatRDMNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PhysCompatRDMNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_2::Object::PlatformConfigFault(v)) => {
-                return Ok(Self::PlatformConfigFault(v));
+            "PlatformConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PlatformConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_2::Object::PowerOnFtSecondaryFailed(v)) => {
-                return Ok(Self::PowerOnFtSecondaryFailed(v));
+            "PowerOnFtSecondaryFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PowerOnFtSecondaryFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_2::Object::PowerOnFtSecondaryTimedout(v)) => {
-                return Ok(Self::PowerOnFtSecondaryTimedout(v));
+            "PowerOnFtSecondaryTimedout" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PowerOnFtSecondaryTimedout(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::p_2::Object::ProfileUpdateFailed(v)) => {
-                return Ok(Self::ProfileUpdateFailed(v));
+            "ProfileUpdateFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileUpdateFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::q::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::q::Object::QuarantineModeFault(v)) => {
-                return Ok(Self::QuarantineModeFault(v));
+            "QuarantineModeFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::QuarantineModeFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::q::Object::QuestionPending(v)) => {
-                return Ok(Self::QuestionPending(v));
+            "QuestionPending" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::QuestionPending(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::q::Object::QuiesceDatastoreIOForHAFailed(v)) => {
-                return Ok(Self::QuiesceDatastoreIOForHAFailed(v));
+            "QuiesceDatastoreIOForHAFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::QuiesceDatastoreIOForHAFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMConversionNotSupported(v)) => {
-                return Ok(Self::RDMConversionNotSupported(v));
+            "RDMConversionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RDMConversionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMNotPreserved(v)) => {
-                return Ok(Self::RDMNotPreserved(v));
+            "RDMNotPreserved" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RDMNotPreserved(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMNotSupported(v)) => {
-                return Ok(Self::RDMNotSupported(v));
+            "RDMNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RDMNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMNotSupportedOnDatastore(v)) => {
-                return Ok(Self::RDMNotSupportedOnDatastore(v));
+            "RDMNotSupportedOnDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RDMNotSupportedOnDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMPointsToInaccessibleDisk(v)) => {
-                return Ok(Self::RDMPointsToInaccessibleDisk(v));
+            "RDMPointsToInaccessibleDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RDMPointsToInaccessibleDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RawDiskNotSupported(v)) => {
-                return Ok(Self::RawDiskNotSupported(v));
+            "RawDiskNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RawDiskNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReadHostResourcePoolTreeFailed(v)) => {
-                return Ok(Self::ReadHostResourcePoolTreeFailed(v));
+            "ReadHostResourcePoolTreeFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReadHostResourcePoolTreeFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReadOnlyDisksWithLegacyDestination(v)) => {
-                return Ok(Self::ReadOnlyDisksWithLegacyDestination(v));
+            "ReadOnlyDisksWithLegacyDestination" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReadOnlyDisksWithLegacyDestination(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RebootRequired(v)) => {
-                return Ok(Self::RebootRequired(v));
+            "RebootRequired" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RebootRequired(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RecordReplayDisabled(v)) => {
-                return Ok(Self::RecordReplayDisabled(v));
+            "RecordReplayDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RecordReplayDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RemoteDeviceNotSupported(v)) => {
-                return Ok(Self::RemoteDeviceNotSupported(v));
+            "RemoteDeviceNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RemoteDeviceNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RemoveFailed(v)) => return Ok(Self::RemoveFailed(v)),
+            "RemoveFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RemoveFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationConfigFault(v)) => {
-                return Ok(Self::ReplicationConfigFault(v));
+            "ReplicationConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationDiskConfigFault(v)) => {
-                return Ok(Self::ReplicationDiskConfigFault(v));
+            "ReplicationDiskConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationDiskConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationFault(v)) => {
-                return Ok(Self::ReplicationFault(v));
+            "ReplicationFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationIncompatibleWithFT(v)) => {
-                return Ok(Self::ReplicationIncompatibleWithFT(v));
+            "ReplicationIncompatibleWithFT" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationIncompatibleWithFT(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationInvalidOptions(v)) => {
-                return Ok(Self::ReplicationInvalidOptions(v));
+            "ReplicationInvalidOptions" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationInvalidOptions(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationNotSupportedOnHost(v)) => {
-                return Ok(Self::ReplicationNotSupportedOnHost(v));
+            "ReplicationNotSupportedOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationNotSupportedOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationVmConfigFault(v)) => {
-                return Ok(Self::ReplicationVmConfigFault(v));
+            "ReplicationVmConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationVmConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationVmFault(v)) => {
-                return Ok(Self::ReplicationVmFault(v));
+            "ReplicationVmFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationVmFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationVmInProgressFault(v)) => {
-                return Ok(Self::ReplicationVmInProgressFault(v));
+            "ReplicationVmInProgressFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ReplicationVmInProgressFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::r_1::Object::RequestCanceled(v)) => {
-                return Ok(Self::RequestCanceled(v));
+            "RequestCanceled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RequestCanceled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
-            Ok(chunks::r_2::Object::ResourceInUse(v)) => {
-                return Ok(Self::ResourceInUse(v));
+            "ResourceInUse" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourceInUse(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_2::Object::ResourceNotAvailable(v)) => {
-                return Ok(Self::ResourceNotAvailable(v));
+            "ResourceNotAvailable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourceNotAvailable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_2::Object::RestrictedByAdministrator(v)) => {
-                return Ok(Self::RestrictedByAdministrator(v));
+            "RestrictedByAdministrator" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RestrictedByAdministrator(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::r_2::Object::RestrictedVersion(v)) => {
-                return Ok(Self::RestrictedVersion(v));
+            "RestrictedVersion" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RestrictedVersion(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_2::Object::RollbackFailure(v)) => {
-                return Ok(Self::RollbackFailure(v));
+            "RollbackFailure" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RollbackFailure(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::r_2::Object::RuleViolation(v)) => {
-                return Ok(Self::RuleViolation(v));
+            "RuleViolation" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RuleViolation(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::r_2::Object::RuntimeFault(v)) => return Ok(Self::RuntimeFault(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            "RuntimeFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RuntimeFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SSLDisabledFault(v)) => {
-                return Ok(Self::SSLDisabledFault(v));
+            "SSLDisabledFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SSLDisabledFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SSLVerifyFault(v)) => {
-                return Ok(Self::SSLVerifyFault(v));
+            "SSLVerifyFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SSLVerifyFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SSPIChallenge(v)) => {
-                return Ok(Self::SSPIChallenge(v));
+            "SSPIChallenge" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SSPIChallenge(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SecondaryVmAlreadyDisabled(v)) => {
-                return Ok(Self::SecondaryVmAlreadyDisabled(v));
+            "SecondaryVmAlreadyDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SecondaryVmAlreadyDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SecondaryVmAlreadyEnabled(v)) => {
-                return Ok(Self::SecondaryVmAlreadyEnabled(v));
+            "SecondaryVmAlreadyEnabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SecondaryVmAlreadyEnabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SecondaryVmAlreadyRegistered(v)) => {
-                return Ok(Self::SecondaryVmAlreadyRegistered(v));
+            "SecondaryVmAlreadyRegistered" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SecondaryVmAlreadyRegistered(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SecondaryVmNotRegistered(v)) => {
-                return Ok(Self::SecondaryVmNotRegistered(v));
+            "SecondaryVmNotRegistered" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SecondaryVmNotRegistered(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_1::Object::SecurityError(v)) => {
-                return Ok(Self::SecurityError(v));
+            "SecurityError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SecurityError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SessionNotFound(v)) => {
-                return Ok(Self::SessionNotFound(v));
+            "SessionNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SessionNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SharedBusControllerNotSupported(v)) => {
-                return Ok(Self::SharedBusControllerNotSupported(v));
+            "SharedBusControllerNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SharedBusControllerNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::ShrinkDiskFault(v)) => {
-                return Ok(Self::ShrinkDiskFault(v));
+            "ShrinkDiskFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ShrinkDiskFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotCloneNotSupported(v)) => {
-                return Ok(Self::SnapshotCloneNotSupported(v));
+            "SnapshotCloneNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotCloneNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotCopyNotSupported(v)) => {
-                return Ok(Self::SnapshotCopyNotSupported(v));
+            "SnapshotCopyNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotCopyNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotDisabled(v)) => {
-                return Ok(Self::SnapshotDisabled(v));
+            "SnapshotDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_2::Object::SnapshotFault(v)) => {
-                return Ok(Self::SnapshotFault(v));
+            "SnapshotFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotIncompatibleDeviceInVm(v)) => {
-                return Ok(Self::SnapshotIncompatibleDeviceInVm(v));
+            "SnapshotIncompatibleDeviceInVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotIncompatibleDeviceInVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotLocked(v)) => {
-                return Ok(Self::SnapshotLocked(v));
+            "SnapshotLocked" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotLocked(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotMoveFromNonHomeNotSupported(v)) => {
-                return Ok(Self::SnapshotMoveFromNonHomeNotSupported(v));
+            "SnapshotMoveFromNonHomeNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotMoveFromNonHomeNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotMoveNotSupported(v)) => {
-                return Ok(Self::SnapshotMoveNotSupported(v));
+            "SnapshotMoveNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotMoveNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotMoveToNonHomeNotSupported(v)) => {
-                return Ok(Self::SnapshotMoveToNonHomeNotSupported(v));
+            "SnapshotMoveToNonHomeNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotMoveToNonHomeNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotNoChange(v)) => {
-                return Ok(Self::SnapshotNoChange(v));
+            "SnapshotNoChange" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotNoChange(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotRevertIssue(v)) => {
-                return Ok(Self::SnapshotRevertIssue(v));
+            "SnapshotRevertIssue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SnapshotRevertIssue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SoftRuleVioCorrectionDisallowed(v)) => {
-                return Ok(Self::SoftRuleVioCorrectionDisallowed(v));
+            "SoftRuleVioCorrectionDisallowed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SoftRuleVioCorrectionDisallowed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SoftRuleVioCorrectionImpact(v)) => {
-                return Ok(Self::SoftRuleVioCorrectionImpact(v));
+            "SoftRuleVioCorrectionImpact" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SoftRuleVioCorrectionImpact(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SolutionUserRequired(v)) => {
-                return Ok(Self::SolutionUserRequired(v));
+            "SolutionUserRequired" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SolutionUserRequired(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SsdDiskNotAvailable(v)) => {
-                return Ok(Self::SsdDiskNotAvailable(v));
+            "SsdDiskNotAvailable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SsdDiskNotAvailable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveDiskInMultiWriterMode(v)) => {
-                return Ok(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v));
+            "StorageDrsCannotMoveDiskInMultiWriterMode" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveFTVm(v)) => {
-                return Ok(Self::StorageDrsCannotMoveFTVm(v));
+            "StorageDrsCannotMoveFTVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveFTVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveIndependentDisk(v)) => {
-                return Ok(Self::StorageDrsCannotMoveIndependentDisk(v));
+            "StorageDrsCannotMoveIndependentDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveIndependentDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v)) => {
-                return Ok(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v));
+            "StorageDrsCannotMoveManuallyPlacedSwapFile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedVm(v)) => {
-                return Ok(Self::StorageDrsCannotMoveManuallyPlacedVm(v));
+            "StorageDrsCannotMoveManuallyPlacedVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveManuallyPlacedVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveSharedDisk(v)) => {
-                return Ok(Self::StorageDrsCannotMoveSharedDisk(v));
+            "StorageDrsCannotMoveSharedDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveSharedDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveTemplate(v)) => {
-                return Ok(Self::StorageDrsCannotMoveTemplate(v));
+            "StorageDrsCannotMoveTemplate" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveTemplate(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmInUserFolder(v)) => {
-                return Ok(Self::StorageDrsCannotMoveVmInUserFolder(v));
+            "StorageDrsCannotMoveVmInUserFolder" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveVmInUserFolder(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithMountedCDROM(v)) => {
-                return Ok(Self::StorageDrsCannotMoveVmWithMountedCDROM(v));
+            "StorageDrsCannotMoveVmWithMountedCDROM" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveVmWithMountedCDROM(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v)) => {
-                return Ok(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v));
+            "StorageDrsCannotMoveVmWithNoFilesInLayout" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsDatacentersCannotShareDatastore(v)) => {
-                return Ok(Self::StorageDrsDatacentersCannotShareDatastore(v));
+            "StorageDrsDatacentersCannotShareDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsDatacentersCannotShareDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsDisabledOnVm(v)) => {
-                return Ok(Self::StorageDrsDisabledOnVm(v));
+            "StorageDrsDisabledOnVm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsDisabledOnVm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsHbrDiskNotMovable(v)) => {
-                return Ok(Self::StorageDrsHbrDiskNotMovable(v));
+            "StorageDrsHbrDiskNotMovable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsHbrDiskNotMovable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsHmsMoveInProgress(v)) => {
-                return Ok(Self::StorageDrsHmsMoveInProgress(v));
+            "StorageDrsHmsMoveInProgress" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsHmsMoveInProgress(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsHmsUnreachable(v)) => {
-                return Ok(Self::StorageDrsHmsUnreachable(v));
+            "StorageDrsHmsUnreachable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsHmsUnreachable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsIolbDisabledInternally(v)) => {
-                return Ok(Self::StorageDrsIolbDisabledInternally(v));
+            "StorageDrsIolbDisabledInternally" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsIolbDisabledInternally(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageDrsRelocateDisabled(v)) => {
-                return Ok(Self::StorageDrsRelocateDisabled(v));
+            "StorageDrsRelocateDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsRelocateDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageDrsStaleHmsCollection(v)) => {
-                return Ok(Self::StorageDrsStaleHmsCollection(v));
+            "StorageDrsStaleHmsCollection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsStaleHmsCollection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageDrsUnableToMoveFiles(v)) => {
-                return Ok(Self::StorageDrsUnableToMoveFiles(v));
+            "StorageDrsUnableToMoveFiles" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageDrsUnableToMoveFiles(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageVMotionNotSupported(v)) => {
-                return Ok(Self::StorageVMotionNotSupported(v));
+            "StorageVMotionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageVMotionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageVmotionIncompatible(v)) => {
-                return Ok(Self::StorageVmotionIncompatible(v));
+            "StorageVmotionIncompatible" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StorageVmotionIncompatible(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SuspendedRelocateNotSupported(v)) => {
-                return Ok(Self::SuspendedRelocateNotSupported(v));
+            "SuspendedRelocateNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SuspendedRelocateNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwapDatastoreNotWritableOnHost(v)) => {
-                return Ok(Self::SwapDatastoreNotWritableOnHost(v));
+            "SwapDatastoreNotWritableOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SwapDatastoreNotWritableOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwapDatastoreUnset(v)) => {
-                return Ok(Self::SwapDatastoreUnset(v));
+            "SwapDatastoreUnset" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SwapDatastoreUnset(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwapPlacementOverrideNotSupported(v)) => {
-                return Ok(Self::SwapPlacementOverrideNotSupported(v));
+            "SwapPlacementOverrideNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SwapPlacementOverrideNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwitchIpUnset(v)) => {
-                return Ok(Self::SwitchIpUnset(v));
+            "SwitchIpUnset" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SwitchIpUnset(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwitchNotInUpgradeMode(v)) => {
-                return Ok(Self::SwitchNotInUpgradeMode(v));
+            "SwitchNotInUpgradeMode" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SwitchNotInUpgradeMode(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "SystemError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SystemError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_3::Object::SystemError(v)) => return Ok(Self::SystemError(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TaskInProgress(v)) => {
-                return Ok(Self::TaskInProgress(v));
+            "TaskInProgress" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskInProgress(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ThirdPartyLicenseAssignmentFailed(v)) => {
-                return Ok(Self::ThirdPartyLicenseAssignmentFailed(v));
+            "ThirdPartyLicenseAssignmentFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ThirdPartyLicenseAssignmentFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::t::Object::Timedout(v)) => return Ok(Self::Timedout(v)),
+            "Timedout" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::Timedout(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyConcurrentNativeClones(v)) => {
-                return Ok(Self::TooManyConcurrentNativeClones(v));
+            "TooManyConcurrentNativeClones" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManyConcurrentNativeClones(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyConsecutiveOverrides(v)) => {
-                return Ok(Self::TooManyConsecutiveOverrides(v));
+            "TooManyConsecutiveOverrides" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManyConsecutiveOverrides(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyDevices(v)) => {
-                return Ok(Self::TooManyDevices(v));
+            "TooManyDevices" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManyDevices(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyDisksOnLegacyHost(v)) => {
-                return Ok(Self::TooManyDisksOnLegacyHost(v));
+            "TooManyDisksOnLegacyHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManyDisksOnLegacyHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyGuestLogons(v)) => {
-                return Ok(Self::TooManyGuestLogons(v));
+            "TooManyGuestLogons" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManyGuestLogons(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyHosts(v)) => return Ok(Self::TooManyHosts(v)),
+            "TooManyHosts" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManyHosts(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyNativeCloneLevels(v)) => {
-                return Ok(Self::TooManyNativeCloneLevels(v));
+            "TooManyNativeCloneLevels" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManyNativeCloneLevels(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyNativeClonesOnFile(v)) => {
-                return Ok(Self::TooManyNativeClonesOnFile(v));
+            "TooManyNativeClonesOnFile" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManyNativeClonesOnFile(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManySnapshotLevels(v)) => {
-                return Ok(Self::TooManySnapshotLevels(v));
+            "TooManySnapshotLevels" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TooManySnapshotLevels(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsAlreadyUpgraded(v)) => {
-                return Ok(Self::ToolsAlreadyUpgraded(v));
+            "ToolsAlreadyUpgraded" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ToolsAlreadyUpgraded(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsAutoUpgradeNotSupported(v)) => {
-                return Ok(Self::ToolsAutoUpgradeNotSupported(v));
+            "ToolsAutoUpgradeNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ToolsAutoUpgradeNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsImageCopyFailed(v)) => {
-                return Ok(Self::ToolsImageCopyFailed(v));
+            "ToolsImageCopyFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ToolsImageCopyFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsImageNotAvailable(v)) => {
-                return Ok(Self::ToolsImageNotAvailable(v));
+            "ToolsImageNotAvailable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ToolsImageNotAvailable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsImageSignatureCheckFailed(v)) => {
-                return Ok(Self::ToolsImageSignatureCheckFailed(v));
+            "ToolsImageSignatureCheckFailed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ToolsImageSignatureCheckFailed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsInstallationInProgress(v)) => {
-                return Ok(Self::ToolsInstallationInProgress(v));
+            "ToolsInstallationInProgress" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ToolsInstallationInProgress(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::t::Object::ToolsUnavailable(v)) => {
-                return Ok(Self::ToolsUnavailable(v));
+            "ToolsUnavailable" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ToolsUnavailable(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsUpgradeCancelled(v)) => {
-                return Ok(Self::ToolsUpgradeCancelled(v));
+            "ToolsUpgradeCancelled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ToolsUpgradeCancelled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::u::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnSupportedDatastoreForVFlash(v)) => {
-                return Ok(Self::UnSupportedDatastoreForVFlash(v));
+            "UnSupportedDatastoreForVFlash" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnSupportedDatastoreForVFlash(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UncommittedUndoableDisk(v)) => {
-                return Ok(Self::UncommittedUndoableDisk(v));
+            "UncommittedUndoableDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UncommittedUndoableDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnconfiguredPropertyValue(v)) => {
-                return Ok(Self::UnconfiguredPropertyValue(v));
+            "UnconfiguredPropertyValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnconfiguredPropertyValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UncustomizableGuest(v)) => {
-                return Ok(Self::UncustomizableGuest(v));
+            "UncustomizableGuest" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UncustomizableGuest(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnexpectedCustomizationFault(v)) => {
-                return Ok(Self::UnexpectedCustomizationFault(v));
+            "UnexpectedCustomizationFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnexpectedCustomizationFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnexpectedFault(v)) => {
-                return Ok(Self::UnexpectedFault(v));
+            "UnexpectedFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnexpectedFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnrecognizedHost(v)) => {
-                return Ok(Self::UnrecognizedHost(v));
+            "UnrecognizedHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnrecognizedHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsharedSwapVMotionNotSupported(v)) => {
-                return Ok(Self::UnsharedSwapVMotionNotSupported(v));
+            "UnsharedSwapVMotionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnsharedSwapVMotionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsupportedDatastore(v)) => {
-                return Ok(Self::UnsupportedDatastore(v));
+            "UnsupportedDatastore" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnsupportedDatastore(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsupportedGuest(v)) => {
-                return Ok(Self::UnsupportedGuest(v));
+            "UnsupportedGuest" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnsupportedGuest(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsupportedVimApiVersion(v)) => {
-                return Ok(Self::UnsupportedVimApiVersion(v));
+            "UnsupportedVimApiVersion" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnsupportedVimApiVersion(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsupportedVmxLocation(v)) => {
-                return Ok(Self::UnsupportedVmxLocation(v));
+            "UnsupportedVmxLocation" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnsupportedVmxLocation(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnusedVirtualDiskBlocksNotScrubbed(v)) => {
-                return Ok(Self::UnusedVirtualDiskBlocksNotScrubbed(v));
+            "UnusedVirtualDiskBlocksNotScrubbed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UnusedVirtualDiskBlocksNotScrubbed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UserNotFound(v)) => return Ok(Self::UserNotFound(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppConfigFault(v)) => {
-                return Ok(Self::VAppConfigFault(v));
+            "UserNotFound" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserNotFound(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppNotRunning(v)) => {
-                return Ok(Self::VAppNotRunning(v));
+            "VAppConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VAppConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppOperationInProgress(v)) => {
-                return Ok(Self::VAppOperationInProgress(v));
+            "VAppNotRunning" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VAppNotRunning(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppPropertyFault(v)) => {
-                return Ok(Self::VAppPropertyFault(v));
+            "VAppOperationInProgress" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VAppOperationInProgress(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppTaskInProgress(v)) => {
-                return Ok(Self::VAppTaskInProgress(v));
+            "VAppPropertyFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VAppPropertyFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VFlashCacheHotConfigNotSupported(v)) => {
-                return Ok(Self::VFlashCacheHotConfigNotSupported(v));
+            "VAppTaskInProgress" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VAppTaskInProgress(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VFlashModuleNotSupported(v)) => {
-                return Ok(Self::VFlashModuleNotSupported(v));
+            "VFlashCacheHotConfigNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VFlashCacheHotConfigNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VFlashModuleVersionIncompatible(v)) => {
-                return Ok(Self::VFlashModuleVersionIncompatible(v));
+            "VFlashModuleNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VFlashModuleNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMINotSupported(v)) => {
-                return Ok(Self::VMINotSupported(v));
+            "VFlashModuleVersionIncompatible" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VFlashModuleVersionIncompatible(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMOnConflictDVPort(v)) => {
-                return Ok(Self::VMOnConflictDVPort(v));
+            "VMINotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMINotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMOnVirtualIntranet(v)) => {
-                return Ok(Self::VMOnVirtualIntranet(v));
+            "VMOnConflictDVPort" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMOnConflictDVPort(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionAcrossNetworkNotSupported(v)) => {
-                return Ok(Self::VMotionAcrossNetworkNotSupported(v));
+            "VMOnVirtualIntranet" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMOnVirtualIntranet(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionInterfaceIssue(v)) => {
-                return Ok(Self::VMotionInterfaceIssue(v));
+            "VMotionAcrossNetworkNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionAcrossNetworkNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionLinkCapacityLow(v)) => {
-                return Ok(Self::VMotionLinkCapacityLow(v));
+            "VMotionInterfaceIssue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionInterfaceIssue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionLinkDown(v)) => {
-                return Ok(Self::VMotionLinkDown(v));
+            "VMotionLinkCapacityLow" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionLinkCapacityLow(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionNotConfigured(v)) => {
-                return Ok(Self::VMotionNotConfigured(v));
+            "VMotionLinkDown" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionLinkDown(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionNotLicensed(v)) => {
-                return Ok(Self::VMotionNotLicensed(v));
+            "VMotionNotConfigured" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionNotConfigured(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionNotSupported(v)) => {
-                return Ok(Self::VMotionNotSupported(v));
+            "VMotionNotLicensed" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionNotLicensed(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionProtocolIncompatible(v)) => {
-                return Ok(Self::VMotionProtocolIncompatible(v));
+            "VMotionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceConfigIssue(v)) => {
-                return Ok(Self::VmFaultToleranceConfigIssue(v));
+            "VMotionProtocolIncompatible" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMotionProtocolIncompatible(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
+            "VimFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VimFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceConfigIssueWrapper(v)) => {
-                return Ok(Self::VmFaultToleranceConfigIssueWrapper(v));
+            "VirtualDiskBlocksNotFullyProvisioned" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskBlocksNotFullyProvisioned(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceInvalidFileBacking(v)) => {
-                return Ok(Self::VmFaultToleranceInvalidFileBacking(v));
+            "VirtualDiskModeNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskModeNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceIssue(v)) => {
-                return Ok(Self::VmFaultToleranceIssue(v));
+            "VirtualEthernetCardNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceOpIssuesList(v)) => {
-                return Ok(Self::VmFaultToleranceOpIssuesList(v));
+            "VirtualHardwareCompatibilityIssue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualHardwareCompatibilityIssue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceTooManyFtVcpusOnHost(v)) => {
-                return Ok(Self::VmFaultToleranceTooManyFtVcpusOnHost(v));
+            "VirtualHardwareVersionNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualHardwareVersionNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceTooManyVMsOnHost(v)) => {
-                return Ok(Self::VmFaultToleranceTooManyVMsOnHost(v));
+            "VmAlreadyExistsInDatacenter" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmAlreadyExistsInDatacenter(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VmConfigFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConfigFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmHostAffinityRuleViolation(v)) => {
-                return Ok(Self::VmHostAffinityRuleViolation(v));
+            "VmConfigIncompatibleForFaultTolerance" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConfigIncompatibleForFaultTolerance(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmLimitLicense(v)) => {
-                return Ok(Self::VmLimitLicense(v));
+            "VmConfigIncompatibleForRecordReplay" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConfigIncompatibleForRecordReplay(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmMetadataManagerFault(v)) => {
-                return Ok(Self::VmMetadataManagerFault(v));
+            "VmFaultToleranceConfigIssue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceConfigIssue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmMonitorIncompatibleForFaultTolerance(v)) => {
-                return Ok(Self::VmMonitorIncompatibleForFaultTolerance(v));
+            "VmFaultToleranceConfigIssueWrapper" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceConfigIssueWrapper(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmPowerOnDisabled(v)) => {
-                return Ok(Self::VmPowerOnDisabled(v));
+            "VmFaultToleranceInvalidFileBacking" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceInvalidFileBacking(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmSmpFaultToleranceTooManyVMsOnHost(v)) => {
-                return Ok(Self::VmSmpFaultToleranceTooManyVMsOnHost(v));
+            "VmFaultToleranceIssue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceIssue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmToolsUpgradeFault(v)) => {
-                return Ok(Self::VmToolsUpgradeFault(v));
+            "VmFaultToleranceOpIssuesList" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceOpIssuesList(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmValidateMaxDevice(v)) => {
-                return Ok(Self::VmValidateMaxDevice(v));
+            "VmFaultToleranceTooManyFtVcpusOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceTooManyFtVcpusOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmWwnConflict(v)) => {
-                return Ok(Self::VmWwnConflict(v));
+            "VmFaultToleranceTooManyVMsOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmFaultToleranceTooManyVMsOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmfsAlreadyMounted(v)) => {
-                return Ok(Self::VmfsAlreadyMounted(v));
+            "VmHostAffinityRuleViolation" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmHostAffinityRuleViolation(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmfsAmbiguousMount(v)) => {
-                return Ok(Self::VmfsAmbiguousMount(v));
+            "VmLimitLicense" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmLimitLicense(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmfsMountFault(v)) => {
-                return Ok(Self::VmfsMountFault(v));
+            "VmMetadataManagerFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMetadataManagerFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmotionInterfaceNotEnabled(v)) => {
-                return Ok(Self::VmotionInterfaceNotEnabled(v));
+            "VmMonitorIncompatibleForFaultTolerance" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmMonitorIncompatibleForFaultTolerance(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VolumeEditorError(v)) => {
-                return Ok(Self::VolumeEditorError(v));
+            "VmPowerOnDisabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmPowerOnDisabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VramLimitLicense(v)) => {
-                return Ok(Self::VramLimitLicense(v));
+            "VmSmpFaultToleranceTooManyVMsOnHost" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmSmpFaultToleranceTooManyVMsOnHost(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VsanClusterUuidMismatch(v)) => {
-                return Ok(Self::VsanClusterUuidMismatch(v));
+            "VmToolsUpgradeFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmToolsUpgradeFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VsanDiskFault(v)) => {
-                return Ok(Self::VsanDiskFault(v));
+            "VmValidateMaxDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmValidateMaxDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VsanFault(v)) => return Ok(Self::VsanFault(v)),
+            "VmWwnConflict" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmWwnConflict(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VsanIncompatibleDiskMapping(v)) => {
-                return Ok(Self::VsanIncompatibleDiskMapping(v));
+            "VmfsAlreadyMounted" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsAlreadyMounted(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanDestPortConflict(v)) => {
-                return Ok(Self::VspanDestPortConflict(v));
+            "VmfsAmbiguousMount" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsAmbiguousMount(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortConflict(v)) => {
-                return Ok(Self::VspanPortConflict(v));
+            "VmfsMountFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsMountFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortMoveFault(v)) => {
-                return Ok(Self::VspanPortMoveFault(v));
+            "VmotionInterfaceNotEnabled" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmotionInterfaceNotEnabled(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortPromiscChangeFault(v)) => {
-                return Ok(Self::VspanPortPromiscChangeFault(v));
+            "VolumeEditorError" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VolumeEditorError(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortgroupPromiscChangeFault(v)) => {
-                return Ok(Self::VspanPortgroupPromiscChangeFault(v));
+            "VramLimitLicense" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VramLimitLicense(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortgroupTypeChangeFault(v)) => {
-                return Ok(Self::VspanPortgroupTypeChangeFault(v));
+            "VsanClusterUuidMismatch" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VsanClusterUuidMismatch(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPromiscuousPortNotSupported(v)) => {
-                return Ok(Self::VspanPromiscuousPortNotSupported(v));
+            "VsanDiskFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VsanDiskFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanSameSessionPortConflict(v)) => {
-                return Ok(Self::VspanSameSessionPortConflict(v));
+            "VsanFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VsanFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
-            Ok(chunks::v_2::Object::VimFault(v)) => return Ok(Self::VimFault(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_3::Object::VirtualDiskBlocksNotFullyProvisioned(v)) => {
-                return Ok(Self::VirtualDiskBlocksNotFullyProvisioned(v));
+            "VsanIncompatibleDiskMapping" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VsanIncompatibleDiskMapping(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_3::Object::VirtualDiskModeNotSupported(v)) => {
-                return Ok(Self::VirtualDiskModeNotSupported(v));
+            "VspanDestPortConflict" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VspanDestPortConflict(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_4::Object::VirtualEthernetCardNotSupported(v)) => {
-                return Ok(Self::VirtualEthernetCardNotSupported(v));
+            "VspanPortConflict" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VspanPortConflict(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_4::Object::VirtualHardwareCompatibilityIssue(v)) => {
-                return Ok(Self::VirtualHardwareCompatibilityIssue(v));
+            "VspanPortMoveFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VspanPortMoveFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_4::Object::VirtualHardwareVersionNotSupported(v)) => {
-                return Ok(Self::VirtualHardwareVersionNotSupported(v));
+            "VspanPortPromiscChangeFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VspanPortPromiscChangeFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_9::Object::VmAlreadyExistsInDatacenter(v)) => {
-                return Ok(Self::VmAlreadyExistsInDatacenter(v));
+            "VspanPortgroupPromiscChangeFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VspanPortgroupPromiscChangeFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VmConfigFault(v)) => {
-                return Ok(Self::VmConfigFault(v));
+            #[cfg(feature = "all-faults")]
+            "VspanPortgroupTypeChangeFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VspanPortgroupTypeChangeFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_9::Object::VmConfigIncompatibleForFaultTolerance(v)) => {
-                return Ok(Self::VmConfigIncompatibleForFaultTolerance(v));
+            "VspanPromiscuousPortNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VspanPromiscuousPortNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::v_9::Object::VmConfigIncompatibleForRecordReplay(v)) => {
-                return Ok(Self::VmConfigIncompatibleForRecordReplay(v));
+            "VspanSameSessionPortConflict" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VspanSameSessionPortConflict(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WakeOnLanNotSupported(v)) => {
-                return Ok(Self::WakeOnLanNotSupported(v));
+            "WakeOnLanNotSupported" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WakeOnLanNotSupported(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WakeOnLanNotSupportedByVmotionNIC(v)) => {
-                return Ok(Self::WakeOnLanNotSupportedByVmotionNIC(v));
+            "WakeOnLanNotSupportedByVmotionNIC" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WakeOnLanNotSupportedByVmotionNIC(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WillLoseHAProtection(v)) => {
-                return Ok(Self::WillLoseHAProtection(v));
+            "WillLoseHAProtection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WillLoseHAProtection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WillModifyConfigCpuRequirements(v)) => {
-                return Ok(Self::WillModifyConfigCpuRequirements(v));
+            "WillModifyConfigCpuRequirements" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WillModifyConfigCpuRequirements(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WillResetSnapshotDirectory(v)) => {
-                return Ok(Self::WillResetSnapshotDirectory(v));
+            "WillResetSnapshotDirectory" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WillResetSnapshotDirectory(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WipeDiskFault(v)) => {
-                return Ok(Self::WipeDiskFault(v));
+            "WipeDiskFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WipeDiskFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }

@@ -78,22 +78,22 @@ impl AnyNetBIOSConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
-            Ok(chunks::n_1::Object::NetBIOSConfigInfo(v)) => {
-                return Ok(Self::NetBIOSConfigInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "NetBIOSConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetBIOSConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
-            Ok(chunks::w_to_v::Object::WinNetBIOSConfigInfo(v)) => {
-                return Ok(Self::WinNetBIOSConfigInfo(v));
+            "WinNetBIOSConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WinNetBIOSConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyNetBIOSConfigInfo {
@@ -223,22 +223,22 @@ impl AnyNetworkSummary {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
-            Ok(chunks::n_1::Object::NetworkSummary(v)) => {
-                return Ok(Self::NetworkSummary(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "NetworkSummary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NetworkSummary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            Ok(chunks::o_1::Object::OpaqueNetworkSummary(v)) => {
-                return Ok(Self::OpaqueNetworkSummary(v));
+            "OpaqueNetworkSummary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OpaqueNetworkSummary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyNetworkSummary {
@@ -389,26 +389,24 @@ impl AnyNodeDeploymentSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::n_2::Object::NodeDeploymentSpec(v)) => {
-                return Ok(Self::NodeDeploymentSpec(v));
+            "NodeDeploymentSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NodeDeploymentSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::p_1::Object::PassiveNodeDeploymentSpec(v)) => {
-                return Ok(Self::PassiveNodeDeploymentSpec(v));
+            "PassiveNodeDeploymentSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PassiveNodeDeploymentSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -593,26 +591,24 @@ impl AnyNodeNetworkSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::n_2::Object::NodeNetworkSpec(v)) => {
-                return Ok(Self::NodeNetworkSpec(v));
+            "NodeNetworkSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::NodeNetworkSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::p_1::Object::PassiveNodeNetworkSpec(v)) => {
-                return Ok(Self::PassiveNodeNetworkSpec(v));
+            "PassiveNodeNetworkSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PassiveNodeNetworkSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -805,41 +801,52 @@ impl AnyOptionType {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
-            Ok(chunks::b_to_c::Object::BoolOption(v)) => return Ok(Self::BoolOption(v)),
-            Ok(chunks::b_to_c::Object::ChoiceOption(v)) => {
-                return Ok(Self::ChoiceOption(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "OptionType" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OptionType(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            Ok(chunks::e_to_f::Object::FloatOption(v)) => return Ok(Self::FloatOption(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
-            Ok(chunks::i_1::Object::IntOption(v)) => return Ok(Self::IntOption(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
-            Ok(chunks::l_to_m::Object::LongOption(v)) => return Ok(Self::LongOption(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            Ok(chunks::o_1::Object::OptionType(v)) => return Ok(Self::OptionType(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
-            Ok(chunks::s_3::Object::StringOption(v)) => return Ok(Self::StringOption(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "BoolOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::BoolOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "ChoiceOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ChoiceOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "FloatOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FloatOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "IntOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::IntOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "LongOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::LongOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "StringOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::StringOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyOptionType {
@@ -1068,20 +1075,22 @@ impl AnyOptionValue {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
-            Ok(chunks::h_4::Object::HostInternetScsiHbaParamValue(v)) => {
-                return Ok(Self::HostInternetScsiHbaParamValue(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "OptionValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OptionValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            Ok(chunks::o_1::Object::OptionValue(v)) => return Ok(Self::OptionValue(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "HostInternetScsiHbaParamValue" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostInternetScsiHbaParamValue(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyOptionValue {

@@ -78,18 +78,22 @@ impl AnyOvfCreateImportSpecParams {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            Ok(chunks::o_1::Object::OvfCreateImportSpecParams(v)) => {
-                return Ok(Self::OvfCreateImportSpecParams(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "OvfCreateImportSpecParams" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfCreateImportSpecParams(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::o_1::Object::OvfImportParams(v)) => {
-                return Ok(Self::OvfImportParams(v));
+            "OvfImportParams" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OvfImportParams(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyOvfCreateImportSpecParams {
@@ -233,21 +237,28 @@ impl AnyPerfEntityMetricBase {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::PerfEntityMetricBase(v)) => {
-                return Ok(Self::PerfEntityMetricBase(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "PerfEntityMetricBase" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PerfEntityMetricBase(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::p_1::Object::PerfEntityMetric(v)) => {
-                return Ok(Self::PerfEntityMetric(v));
+            "PerfEntityMetric" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PerfEntityMetric(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::p_1::Object::PerfEntityMetricCSV(v)) => {
-                return Ok(Self::PerfEntityMetricCSV(v));
+            "PerfEntityMetricCSV" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PerfEntityMetricCSV(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyPerfEntityMetricBase {
@@ -409,21 +420,28 @@ impl AnyPerfMetricSeries {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::PerfMetricSeries(v)) => {
-                return Ok(Self::PerfMetricSeries(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "PerfMetricSeries" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PerfMetricSeries(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::p_1::Object::PerfMetricIntSeries(v)) => {
-                return Ok(Self::PerfMetricIntSeries(v));
+            "PerfMetricIntSeries" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PerfMetricIntSeries(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::p_1::Object::PerfMetricSeriesCSV(v)) => {
-                return Ok(Self::PerfMetricSeriesCSV(v));
+            "PerfMetricSeriesCSV" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PerfMetricSeriesCSV(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyPerfMetricSeries {
@@ -576,20 +594,22 @@ impl AnyPolicyOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
-            Ok(chunks::c_3::Object::CompositePolicyOption(v)) => {
-                return Ok(Self::CompositePolicyOption(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "PolicyOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PolicyOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
-            Ok(chunks::p_2::Object::PolicyOption(v)) => return Ok(Self::PolicyOption(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "CompositePolicyOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CompositePolicyOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyPolicyOption {
@@ -754,35 +774,31 @@ impl AnyProfileConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_2::Object::ClusterProfileConfigInfo(v)) => {
-                return Ok(Self::ClusterProfileConfigInfo(v));
+            "ProfileConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_7::Object::HostProfileConfigInfo(v)) => {
-                return Ok(Self::HostProfileConfigInfo(v));
+            "ClusterProfileConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterProfileConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfileConfigInfo(v)) => {
-                return Ok(Self::ProfileConfigInfo(v));
+            "HostProfileConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostProfileConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -1134,63 +1150,80 @@ impl AnyProfileCreateSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::c_2::Object::ClusterProfileCompleteConfigSpec(v)) => {
-                return Ok(Self::ClusterProfileCompleteConfigSpec(v));
+            "ProfileCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::c_2::Object::ClusterProfileConfigServiceCreateSpec(v)) => {
-                return Ok(Self::ClusterProfileConfigServiceCreateSpec(v));
+            "ClusterProfileCompleteConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterProfileCompleteConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::c_2::Object::ClusterProfileConfigSpec(v)) => {
-                return Ok(Self::ClusterProfileConfigSpec(v));
+            "ClusterProfileConfigServiceCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterProfileConfigServiceCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::c_2::Object::ClusterProfileCreateSpec(v)) => {
-                return Ok(Self::ClusterProfileCreateSpec(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::h_7::Object::HostProfileCompleteConfigSpec(v)) => {
-                return Ok(Self::HostProfileCompleteConfigSpec(v));
+            "ClusterProfileConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterProfileConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_7::Object::HostProfileConfigSpec(v)) => {
-                return Ok(Self::HostProfileConfigSpec(v));
+            "ClusterProfileCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ClusterProfileCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_7::Object::HostProfileHostBasedConfigSpec(v)) => {
-                return Ok(Self::HostProfileHostBasedConfigSpec(v));
+            "HostProfileCompleteConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostProfileCompleteConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_7::Object::HostProfileSerializedHostProfileSpec(v)) => {
-                return Ok(Self::HostProfileSerializedHostProfileSpec(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfileCreateSpec(v)) => {
-                return Ok(Self::ProfileCreateSpec(v));
+            "HostProfileConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostProfileConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfileSerializedCreateSpec(v)) => {
-                return Ok(Self::ProfileSerializedCreateSpec(v));
+            "HostProfileHostBasedConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostProfileHostBasedConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            #[cfg(feature = "admin")]
+            "HostProfileSerializedHostProfileSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostProfileSerializedHostProfileSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            #[cfg(feature = "admin")]
+            "ProfileSerializedCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileSerializedCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]

@@ -104,26 +104,24 @@ impl AnyProfileExecuteResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::a_2::Object::ApplyHostProfileConfigurationSpec(v)) => {
-                return Ok(Self::ApplyHostProfileConfigurationSpec(v));
+            "ProfileExecuteResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileExecuteResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfileExecuteResult(v)) => {
-                return Ok(Self::ProfileExecuteResult(v));
+            "ApplyHostProfileConfigurationSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ApplyHostProfileConfigurationSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -329,25 +327,31 @@ impl AnyProfileExpression {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfileExpression(v)) => {
-                return Ok(Self::ProfileExpression(v));
+            "ProfileExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfileCompositeExpression(v)) => {
-                return Ok(Self::ProfileCompositeExpression(v));
+            "ProfileCompositeExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileCompositeExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfileSimpleExpression(v)) => {
-                return Ok(Self::ProfileSimpleExpression(v));
+            "ProfileSimpleExpression" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileSimpleExpression(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -594,30 +598,31 @@ impl AnyProfilePolicyOptionMetadata {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfilePolicyOptionMetadata(v)) => {
-                return Ok(Self::ProfilePolicyOptionMetadata(v));
+            "ProfilePolicyOptionMetadata" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfilePolicyOptionMetadata(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::ProfileCompositePolicyOptionMetadata(v)) => {
-                return Ok(Self::ProfileCompositePolicyOptionMetadata(v));
+            "ProfileCompositePolicyOptionMetadata" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ProfileCompositePolicyOptionMetadata(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::u::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::u::Object::UserInputRequiredParameterMetadata(v)) => {
-                return Ok(Self::UserInputRequiredParameterMetadata(v));
+            "UserInputRequiredParameterMetadata" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserInputRequiredParameterMetadata(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -819,22 +824,22 @@ impl AnyResourcePoolSummary {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
-            Ok(chunks::r_2::Object::ResourcePoolSummary(v)) => {
-                return Ok(Self::ResourcePoolSummary(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ResourcePoolSummary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ResourcePoolSummary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
-            Ok(chunks::v_2::Object::VirtualAppSummary(v)) => {
-                return Ok(Self::VirtualAppSummary(v));
+            "VirtualAppSummary" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualAppSummary(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyResourcePoolSummary {
@@ -985,21 +990,24 @@ impl AnyScheduledTaskSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::s_1::Object::ScheduledTaskSpec(v)) => {
-                return Ok(Self::ScheduledTaskSpec(v));
+            "ScheduledTaskSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::s_1::Object::ScheduledTaskInfo(v)) => {
-                return Ok(Self::ScheduledTaskInfo(v));
+            "ScheduledTaskInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]

@@ -78,18 +78,22 @@ impl AnyScsiLun {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
-            Ok(chunks::h_8::Object::HostScsiDisk(v)) => return Ok(Self::HostScsiDisk(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::ScsiLun(v)) => return Ok(Self::ScsiLun(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ScsiLun" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScsiLun(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "HostScsiDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostScsiDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyScsiLun {
@@ -230,21 +234,28 @@ impl AnySelectionSet {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            Ok(chunks::d_1::Object::DVPortgroupSelection(v)) => {
-                return Ok(Self::DVPortgroupSelection(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "SelectionSet" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SelectionSet(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::d_1::Object::DVSSelection(v)) => return Ok(Self::DVSSelection(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::SelectionSet(v)) => return Ok(Self::SelectionSet(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "DVPortgroupSelection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortgroupSelection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "DVSSelection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVSSelection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnySelectionSet {
@@ -395,20 +406,22 @@ impl AnySelectionSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::SelectionSpec(v)) => {
-                return Ok(Self::SelectionSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "SelectionSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SelectionSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TraversalSpec(v)) => return Ok(Self::TraversalSpec(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "TraversalSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TraversalSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnySelectionSpec {
@@ -549,21 +562,28 @@ impl AnyServiceLocatorCredential {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::ServiceLocatorCredential(v)) => {
-                return Ok(Self::ServiceLocatorCredential(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "ServiceLocatorCredential" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ServiceLocatorCredential(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_1::Object::ServiceLocatorNamePassword(v)) => {
-                return Ok(Self::ServiceLocatorNamePassword(v));
+            "ServiceLocatorNamePassword" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ServiceLocatorNamePassword(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_1::Object::ServiceLocatorSAMLCredential(v)) => {
-                return Ok(Self::ServiceLocatorSAMLCredential(v));
+            "ServiceLocatorSAMLCredential" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ServiceLocatorSAMLCredential(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyServiceLocatorCredential {
@@ -746,21 +766,28 @@ impl AnySessionManagerServiceRequestSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
-            Ok(chunks::s_2::Object::SessionManagerServiceRequestSpec(v)) => {
-                return Ok(Self::SessionManagerServiceRequestSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "SessionManagerServiceRequestSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SessionManagerServiceRequestSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_2::Object::SessionManagerHttpServiceRequestSpec(v)) => {
-                return Ok(Self::SessionManagerHttpServiceRequestSpec(v));
+            "SessionManagerHttpServiceRequestSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SessionManagerHttpServiceRequestSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::s_2::Object::SessionManagerVmomiServiceRequestSpec(v)) => {
-                return Ok(Self::SessionManagerVmomiServiceRequestSpec(v));
+            "SessionManagerVmomiServiceRequestSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SessionManagerVmomiServiceRequestSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnySessionManagerServiceRequestSpec {
@@ -927,18 +954,22 @@ impl AnyTaskManagerTaskViewSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TaskManagerTaskViewSpec(v)) => {
-                return Ok(Self::TaskManagerTaskViewSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "TaskManagerTaskViewSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskManagerTaskViewSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::t::Object::TaskManagerViewByStartId(v)) => {
-                return Ok(Self::TaskManagerViewByStartId(v));
+            "TaskManagerViewByStartId" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskManagerViewByStartId(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyTaskManagerTaskViewSpec {
@@ -1090,25 +1121,40 @@ impl AnyTaskReason {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TaskReason(v)) => return Ok(Self::TaskReason(v)),
-            Ok(chunks::t::Object::TaskReasonAlarm(v)) => {
-                return Ok(Self::TaskReasonAlarm(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "TaskReason" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskReason(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::t::Object::TaskReasonSchedule(v)) => {
-                return Ok(Self::TaskReasonSchedule(v));
+            "TaskReasonAlarm" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskReasonAlarm(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::t::Object::TaskReasonSystem(v)) => {
-                return Ok(Self::TaskReasonSystem(v));
+            "TaskReasonSchedule" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskReasonSchedule(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::t::Object::TaskReasonUser(v)) => {
-                return Ok(Self::TaskReasonUser(v));
+            "TaskReasonSystem" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskReasonSystem(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "TaskReasonUser" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskReasonUser(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyTaskReason {

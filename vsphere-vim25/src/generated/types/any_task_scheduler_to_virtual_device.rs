@@ -207,86 +207,80 @@ impl AnyTaskScheduler {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::a_1::Object::AfterStartupTaskScheduler(v)) => {
-                return Ok(Self::AfterStartupTaskScheduler(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::d_1::Object::DailyTaskScheduler(v)) => {
-                return Ok(Self::DailyTaskScheduler(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::h_10::Object::HourlyTaskScheduler(v)) => {
-                return Ok(Self::HourlyTaskScheduler(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::l_to_m::Object::MonthlyByDayTaskScheduler(v)) => {
-                return Ok(Self::MonthlyByDayTaskScheduler(v));
+            "TaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::l_to_m::Object::MonthlyByWeekdayTaskScheduler(v)) => {
-                return Ok(Self::MonthlyByWeekdayTaskScheduler(v));
+            "AfterStartupTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::AfterStartupTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::l_to_m::Object::MonthlyTaskScheduler(v)) => {
-                return Ok(Self::MonthlyTaskScheduler(v));
+            "DailyTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DailyTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::o_1::Object::OnceTaskScheduler(v)) => {
-                return Ok(Self::OnceTaskScheduler(v));
+            "HourlyTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HourlyTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::r_1::Object::RecurrentTaskScheduler(v)) => {
-                return Ok(Self::RecurrentTaskScheduler(v));
+            "MonthlyByDayTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MonthlyByDayTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::t::Object::TaskScheduler(v)) => return Ok(Self::TaskScheduler(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::w_to_v::Object::WeeklyTaskScheduler(v)) => {
-                return Ok(Self::WeeklyTaskScheduler(v));
+            "MonthlyByWeekdayTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MonthlyByWeekdayTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            #[cfg(feature = "admin")]
+            "MonthlyTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MonthlyTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            #[cfg(feature = "admin")]
+            "OnceTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::OnceTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            #[cfg(feature = "admin")]
+            "RecurrentTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::RecurrentTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            #[cfg(feature = "admin")]
+            "WeeklyTaskScheduler" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::WeeklyTaskScheduler(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -640,22 +634,22 @@ impl AnyTypeDescription {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::ScheduledTaskDetail(v)) => {
-                return Ok(Self::ScheduledTaskDetail(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "TypeDescription" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::TypeDescription(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TypeDescription(v)) => {
-                return Ok(Self::TypeDescription(v));
+            "ScheduledTaskDetail" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ScheduledTaskDetail(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyTypeDescription {
@@ -809,26 +803,24 @@ impl AnyUserSearchResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::p_2::Object::PosixUserSearchResult(v)) => {
-                return Ok(Self::PosixUserSearchResult(v));
+            "UserSearchResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::UserSearchResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::u::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::u::Object::UserSearchResult(v)) => {
-                return Ok(Self::UserSearchResult(v));
+            "PosixUserSearchResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::PosixUserSearchResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -1367,165 +1359,292 @@ impl AnyVirtualDevice {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::ParaVirtualSCSIController(v)) => {
-                return Ok(Self::ParaVirtualSCSIController(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
-            Ok(chunks::v_2::Object::VirtualAHCIController(v)) => {
-                return Ok(Self::VirtualAHCIController(v));
+            "ParaVirtualSCSIController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ParaVirtualSCSIController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
-            Ok(chunks::v_3::Object::VirtualDevice(v)) => {
-                return Ok(Self::VirtualDevice(v));
+            "VirtualAHCIController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualAHCIController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualBusLogicController(v)) => {
-                return Ok(Self::VirtualBusLogicController(v));
+            "VirtualBusLogicController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualBusLogicController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdrom(v)) => return Ok(Self::VirtualCdrom(v)),
-            Ok(chunks::v_3::Object::VirtualController(v)) => {
-                return Ok(Self::VirtualController(v));
+            "VirtualCdrom" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdrom(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDisk(v)) => return Ok(Self::VirtualDisk(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            Ok(chunks::v_4::Object::VirtualE1000(v)) => return Ok(Self::VirtualE1000(v)),
-            Ok(chunks::v_4::Object::VirtualE1000e(v)) => {
-                return Ok(Self::VirtualE1000e(v));
+            "VirtualController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEnsoniq1371(v)) => {
-                return Ok(Self::VirtualEnsoniq1371(v));
+            "VirtualDisk" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDisk(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEthernetCard(v)) => {
-                return Ok(Self::VirtualEthernetCard(v));
+            "VirtualE1000" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualE1000(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualFloppy(v)) => {
-                return Ok(Self::VirtualFloppy(v));
+            "VirtualE1000e" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualE1000e(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualHdAudioCard(v)) => {
-                return Ok(Self::VirtualHdAudioCard(v));
+            "VirtualEnsoniq1371" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEnsoniq1371(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualIDEController(v)) => {
-                return Ok(Self::VirtualIDEController(v));
+            "VirtualEthernetCard" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCard(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualKeyboard(v)) => {
-                return Ok(Self::VirtualKeyboard(v));
+            "VirtualFloppy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualFloppy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualLsiLogicController(v)) => {
-                return Ok(Self::VirtualLsiLogicController(v));
+            "VirtualHdAudioCard" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualHdAudioCard(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualLsiLogicSASController(v)) => {
-                return Ok(Self::VirtualLsiLogicSASController(v));
+            "VirtualIDEController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualIDEController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
-            Ok(chunks::v_7::Object::VirtualMachineVMCIDevice(v)) => {
-                return Ok(Self::VirtualMachineVMCIDevice(v));
+            "VirtualKeyboard" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualKeyboard(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_7::Object::VirtualMachineVMIROM(v)) => {
-                return Ok(Self::VirtualMachineVMIROM(v));
+            "VirtualLsiLogicController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualLsiLogicController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_7::Object::VirtualMachineVideoCard(v)) => {
-                return Ok(Self::VirtualMachineVideoCard(v));
+            "VirtualLsiLogicSASController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualLsiLogicSASController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
-            Ok(chunks::v_8::Object::VirtualNVDIMM(v)) => {
-                return Ok(Self::VirtualNVDIMM(v));
+            "VirtualMachineVMCIDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineVMCIDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualNVDIMMController(v)) => {
-                return Ok(Self::VirtualNVDIMMController(v));
+            "VirtualMachineVMIROM" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineVMIROM(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualNVMEController(v)) => {
-                return Ok(Self::VirtualNVMEController(v));
+            "VirtualMachineVideoCard" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineVideoCard(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIController(v)) => {
-                return Ok(Self::VirtualPCIController(v));
+            "VirtualNVDIMM" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualNVDIMM(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthrough(v)) => {
-                return Ok(Self::VirtualPCIPassthrough(v));
+            "VirtualNVDIMMController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualNVDIMMController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCNet32(v)) => {
-                return Ok(Self::VirtualPCNet32(v));
+            "VirtualNVMEController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualNVMEController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPS2Controller(v)) => {
-                return Ok(Self::VirtualPS2Controller(v));
+            "VirtualPCIController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualParallelPort(v)) => {
-                return Ok(Self::VirtualParallelPort(v));
+            "VirtualPCIPassthrough" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthrough(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPointingDevice(v)) => {
-                return Ok(Self::VirtualPointingDevice(v));
+            "VirtualPCNet32" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCNet32(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPrecisionClock(v)) => {
-                return Ok(Self::VirtualPrecisionClock(v));
+            "VirtualPS2Controller" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPS2Controller(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSATAController(v)) => {
-                return Ok(Self::VirtualSATAController(v));
+            "VirtualParallelPort" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualParallelPort(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSCSIController(v)) => {
-                return Ok(Self::VirtualSCSIController(v));
+            "VirtualPointingDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPointingDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSCSIPassthrough(v)) => {
-                return Ok(Self::VirtualSCSIPassthrough(v));
+            "VirtualPrecisionClock" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPrecisionClock(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSIOController(v)) => {
-                return Ok(Self::VirtualSIOController(v));
+            "VirtualSATAController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSATAController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPort(v)) => {
-                return Ok(Self::VirtualSerialPort(v));
+            "VirtualSCSIController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSCSIController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSoundBlaster16(v)) => {
-                return Ok(Self::VirtualSoundBlaster16(v));
+            "VirtualSCSIPassthrough" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSCSIPassthrough(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSoundCard(v)) => {
-                return Ok(Self::VirtualSoundCard(v));
+            "VirtualSIOController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSIOController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSriovEthernetCard(v)) => {
-                return Ok(Self::VirtualSriovEthernetCard(v));
+            "VirtualSerialPort" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPort(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VirtualTPM(v)) => return Ok(Self::VirtualTPM(v)),
-            Ok(chunks::v_9::Object::VirtualUSB(v)) => return Ok(Self::VirtualUSB(v)),
-            Ok(chunks::v_9::Object::VirtualUSBController(v)) => {
-                return Ok(Self::VirtualUSBController(v));
+            "VirtualSoundBlaster16" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSoundBlaster16(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualUSBXHCIController(v)) => {
-                return Ok(Self::VirtualUSBXHCIController(v));
+            "VirtualSoundCard" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSoundCard(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVmxnet(v)) => {
-                return Ok(Self::VirtualVmxnet(v));
+            "VirtualSriovEthernetCard" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSriovEthernetCard(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVmxnet2(v)) => {
-                return Ok(Self::VirtualVmxnet2(v));
+            "VirtualTPM" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualTPM(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVmxnet3(v)) => {
-                return Ok(Self::VirtualVmxnet3(v));
+            "VirtualUSB" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSB(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVmxnet3Vrdma(v)) => {
-                return Ok(Self::VirtualVmxnet3Vrdma(v));
+            "VirtualUSBController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualWDT(v)) => return Ok(Self::VirtualWDT(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VirtualUSBXHCIController" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBXHCIController(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VirtualVmxnet" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVmxnet(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VirtualVmxnet2" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVmxnet2(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VirtualVmxnet3" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVmxnet3(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VirtualVmxnet3Vrdma" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVmxnet3Vrdma(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "VirtualWDT" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualWDT(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualDevice {

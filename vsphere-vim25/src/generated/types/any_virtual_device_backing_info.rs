@@ -817,170 +817,300 @@ impl AnyVirtualDeviceBackingInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
-            Ok(chunks::v_3::Object::VirtualDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualDeviceBackingInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromAtapiBackingInfo(v)) => {
-                return Ok(Self::VirtualCdromAtapiBackingInfo(v));
+            "VirtualCdromAtapiBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromAtapiBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromIsoBackingInfo(v)) => {
-                return Ok(Self::VirtualCdromIsoBackingInfo(v));
+            "VirtualCdromIsoBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromIsoBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromPassthroughBackingInfo(v)) => {
-                return Ok(Self::VirtualCdromPassthroughBackingInfo(v));
+            "VirtualCdromPassthroughBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromPassthroughBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromRemoteAtapiBackingInfo(v)) => {
-                return Ok(Self::VirtualCdromRemoteAtapiBackingInfo(v));
+            "VirtualCdromRemoteAtapiBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromRemoteAtapiBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromRemotePassthroughBackingInfo(v)) => {
-                return Ok(Self::VirtualCdromRemotePassthroughBackingInfo(v));
+            "VirtualCdromRemotePassthroughBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromRemotePassthroughBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDeviceDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualDeviceDeviceBackingInfo(v));
+            "VirtualDeviceDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDeviceFileBackingInfo(v)) => {
-                return Ok(Self::VirtualDeviceFileBackingInfo(v));
+            "VirtualDeviceFileBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceFileBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDevicePipeBackingInfo(v)) => {
-                return Ok(Self::VirtualDevicePipeBackingInfo(v));
+            "VirtualDevicePipeBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDevicePipeBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDeviceRemoteDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualDeviceRemoteDeviceBackingInfo(v));
+            "VirtualDeviceRemoteDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceRemoteDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDeviceURIBackingInfo(v)) => {
-                return Ok(Self::VirtualDeviceURIBackingInfo(v));
+            "VirtualDeviceURIBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceURIBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskFlatVer1BackingInfo(v)) => {
-                return Ok(Self::VirtualDiskFlatVer1BackingInfo(v));
+            "VirtualDiskFlatVer1BackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskFlatVer1BackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskFlatVer2BackingInfo(v)) => {
-                return Ok(Self::VirtualDiskFlatVer2BackingInfo(v));
+            "VirtualDiskFlatVer2BackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskFlatVer2BackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskLocalPMemBackingInfo(v)) => {
-                return Ok(Self::VirtualDiskLocalPMemBackingInfo(v));
+            "VirtualDiskLocalPMemBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskLocalPMemBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v)) => {
-                return Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v));
+            "VirtualDiskPartitionedRawDiskVer2BackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskRawDiskMappingVer1BackingInfo(v)) => {
-                return Ok(Self::VirtualDiskRawDiskMappingVer1BackingInfo(v));
+            "VirtualDiskRawDiskMappingVer1BackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskRawDiskMappingVer1BackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskRawDiskVer2BackingInfo(v)) => {
-                return Ok(Self::VirtualDiskRawDiskVer2BackingInfo(v));
+            "VirtualDiskRawDiskVer2BackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskRawDiskVer2BackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            Ok(chunks::v_4::Object::VirtualDiskSeSparseBackingInfo(v)) => {
-                return Ok(Self::VirtualDiskSeSparseBackingInfo(v));
+            "VirtualDiskSeSparseBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskSeSparseBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualDiskSparseVer1BackingInfo(v)) => {
-                return Ok(Self::VirtualDiskSparseVer1BackingInfo(v));
+            "VirtualDiskSparseVer1BackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskSparseVer1BackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualDiskSparseVer2BackingInfo(v)) => {
-                return Ok(Self::VirtualDiskSparseVer2BackingInfo(v));
+            "VirtualDiskSparseVer2BackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskSparseVer2BackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(
-                chunks::v_4::Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(
-                    v,
-                ),
-            ) => return Ok(Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v)),
-            Ok(chunks::v_4::Object::VirtualEthernetCardLegacyNetworkBackingInfo(v)) => {
-                return Ok(Self::VirtualEthernetCardLegacyNetworkBackingInfo(v));
+            "VirtualEthernetCardDistributedVirtualPortBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEthernetCardNetworkBackingInfo(v)) => {
-                return Ok(Self::VirtualEthernetCardNetworkBackingInfo(v));
+            "VirtualEthernetCardLegacyNetworkBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardLegacyNetworkBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v)) => {
-                return Ok(Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v));
+            "VirtualEthernetCardNetworkBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardNetworkBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualFloppyDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualFloppyDeviceBackingInfo(v));
+            "VirtualEthernetCardOpaqueNetworkBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualFloppyImageBackingInfo(v)) => {
-                return Ok(Self::VirtualFloppyImageBackingInfo(v));
+            "VirtualFloppyDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualFloppyDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualFloppyRemoteDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualFloppyRemoteDeviceBackingInfo(v));
+            "VirtualFloppyImageBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualFloppyImageBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
-            Ok(chunks::v_8::Object::VirtualNVDIMMBackingInfo(v)) => {
-                return Ok(Self::VirtualNVDIMMBackingInfo(v));
+            "VirtualFloppyRemoteDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualFloppyRemoteDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualPCIPassthroughDeviceBackingInfo(v));
+            "VirtualNVDIMMBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualNVDIMMBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughDvxBackingInfo(v)) => {
-                return Ok(Self::VirtualPCIPassthroughDvxBackingInfo(v));
+            "VirtualPCIPassthroughDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughDynamicBackingInfo(v)) => {
-                return Ok(Self::VirtualPCIPassthroughDynamicBackingInfo(v));
+            "VirtualPCIPassthroughDvxBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDvxBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughPluginBackingInfo(v)) => {
-                return Ok(Self::VirtualPCIPassthroughPluginBackingInfo(v));
+            "VirtualPCIPassthroughDynamicBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDynamicBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughVmiopBackingInfo(v)) => {
-                return Ok(Self::VirtualPCIPassthroughVmiopBackingInfo(v));
+            "VirtualPCIPassthroughPluginBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughPluginBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualParallelPortDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualParallelPortDeviceBackingInfo(v));
+            "VirtualPCIPassthroughVmiopBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughVmiopBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualParallelPortFileBackingInfo(v)) => {
-                return Ok(Self::VirtualParallelPortFileBackingInfo(v));
+            "VirtualParallelPortDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualParallelPortDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPointingDeviceDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualPointingDeviceDeviceBackingInfo(v));
+            "VirtualParallelPortFileBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualParallelPortFileBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPrecisionClockSystemClockBackingInfo(v)) => {
-                return Ok(Self::VirtualPrecisionClockSystemClockBackingInfo(v));
+            "VirtualPointingDeviceDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPointingDeviceDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSCSIPassthroughDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualSCSIPassthroughDeviceBackingInfo(v));
+            "VirtualPrecisionClockSystemClockBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPrecisionClockSystemClockBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualSerialPortDeviceBackingInfo(v));
+            "VirtualSCSIPassthroughDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSCSIPassthroughDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortFileBackingInfo(v)) => {
-                return Ok(Self::VirtualSerialPortFileBackingInfo(v));
+            "VirtualSerialPortDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortPipeBackingInfo(v)) => {
-                return Ok(Self::VirtualSerialPortPipeBackingInfo(v));
+            "VirtualSerialPortFileBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortFileBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortThinPrintBackingInfo(v)) => {
-                return Ok(Self::VirtualSerialPortThinPrintBackingInfo(v));
+            "VirtualSerialPortPipeBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortPipeBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortURIBackingInfo(v)) => {
-                return Ok(Self::VirtualSerialPortURIBackingInfo(v));
+            "VirtualSerialPortThinPrintBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortThinPrintBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSoundCardDeviceBackingInfo(v)) => {
-                return Ok(Self::VirtualSoundCardDeviceBackingInfo(v));
+            "VirtualSerialPortURIBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortURIBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSriovEthernetCardSriovBackingInfo(v)) => {
-                return Ok(Self::VirtualSriovEthernetCardSriovBackingInfo(v));
+            "VirtualSoundCardDeviceBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSoundCardDeviceBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VirtualUSBRemoteClientBackingInfo(v)) => {
-                return Ok(Self::VirtualUSBRemoteClientBackingInfo(v));
+            "VirtualSriovEthernetCardSriovBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSriovEthernetCardSriovBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualUSBRemoteHostBackingInfo(v)) => {
-                return Ok(Self::VirtualUSBRemoteHostBackingInfo(v));
+            "VirtualUSBRemoteClientBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBRemoteClientBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualUSBUSBBackingInfo(v)) => {
-                return Ok(Self::VirtualUSBUSBBackingInfo(v));
+            "VirtualUSBRemoteHostBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBRemoteHostBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VirtualUSBUSBBackingInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBUSBBackingInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualDeviceBackingInfo {

@@ -864,165 +864,292 @@ impl AnyVirtualDeviceBackingOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
-            Ok(chunks::v_3::Object::VirtualDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualDeviceBackingOption(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromAtapiBackingOption(v)) => {
-                return Ok(Self::VirtualCdromAtapiBackingOption(v));
+            "VirtualCdromAtapiBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromAtapiBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromIsoBackingOption(v)) => {
-                return Ok(Self::VirtualCdromIsoBackingOption(v));
+            "VirtualCdromIsoBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromIsoBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromPassthroughBackingOption(v)) => {
-                return Ok(Self::VirtualCdromPassthroughBackingOption(v));
+            "VirtualCdromPassthroughBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromPassthroughBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromRemoteAtapiBackingOption(v)) => {
-                return Ok(Self::VirtualCdromRemoteAtapiBackingOption(v));
+            "VirtualCdromRemoteAtapiBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromRemoteAtapiBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromRemotePassthroughBackingOption(v)) => {
-                return Ok(Self::VirtualCdromRemotePassthroughBackingOption(v));
+            "VirtualCdromRemotePassthroughBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromRemotePassthroughBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDeviceDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualDeviceDeviceBackingOption(v));
+            "VirtualDeviceDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDeviceFileBackingOption(v)) => {
-                return Ok(Self::VirtualDeviceFileBackingOption(v));
+            "VirtualDeviceFileBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceFileBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDevicePipeBackingOption(v)) => {
-                return Ok(Self::VirtualDevicePipeBackingOption(v));
+            "VirtualDevicePipeBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDevicePipeBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDeviceRemoteDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualDeviceRemoteDeviceBackingOption(v));
+            "VirtualDeviceRemoteDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceRemoteDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDeviceURIBackingOption(v)) => {
-                return Ok(Self::VirtualDeviceURIBackingOption(v));
+            "VirtualDeviceURIBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceURIBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskFlatVer1BackingOption(v)) => {
-                return Ok(Self::VirtualDiskFlatVer1BackingOption(v));
+            "VirtualDiskFlatVer1BackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskFlatVer1BackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskFlatVer2BackingOption(v)) => {
-                return Ok(Self::VirtualDiskFlatVer2BackingOption(v));
+            "VirtualDiskFlatVer2BackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskFlatVer2BackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskLocalPMemBackingOption(v)) => {
-                return Ok(Self::VirtualDiskLocalPMemBackingOption(v));
+            "VirtualDiskLocalPMemBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskLocalPMemBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(
-                chunks::v_3::Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v),
-            ) => return Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v)),
-            Ok(chunks::v_3::Object::VirtualDiskRawDiskMappingVer1BackingOption(v)) => {
-                return Ok(Self::VirtualDiskRawDiskMappingVer1BackingOption(v));
+            "VirtualDiskPartitionedRawDiskVer2BackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskRawDiskVer2BackingOption(v)) => {
-                return Ok(Self::VirtualDiskRawDiskVer2BackingOption(v));
+            "VirtualDiskRawDiskMappingVer1BackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskRawDiskMappingVer1BackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            Ok(chunks::v_4::Object::VirtualDiskSeSparseBackingOption(v)) => {
-                return Ok(Self::VirtualDiskSeSparseBackingOption(v));
+            "VirtualDiskRawDiskVer2BackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskRawDiskVer2BackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualDiskSparseVer1BackingOption(v)) => {
-                return Ok(Self::VirtualDiskSparseVer1BackingOption(v));
+            "VirtualDiskSeSparseBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskSeSparseBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualDiskSparseVer2BackingOption(v)) => {
-                return Ok(Self::VirtualDiskSparseVer2BackingOption(v));
+            "VirtualDiskSparseVer1BackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskSparseVer1BackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEthernetCardDVPortBackingOption(v)) => {
-                return Ok(Self::VirtualEthernetCardDVPortBackingOption(v));
+            "VirtualDiskSparseVer2BackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskSparseVer2BackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEthernetCardLegacyNetworkBackingOption(v)) => {
-                return Ok(Self::VirtualEthernetCardLegacyNetworkBackingOption(v));
+            "VirtualEthernetCardDVPortBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardDVPortBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEthernetCardNetworkBackingOption(v)) => {
-                return Ok(Self::VirtualEthernetCardNetworkBackingOption(v));
+            "VirtualEthernetCardLegacyNetworkBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardLegacyNetworkBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEthernetCardOpaqueNetworkBackingOption(v)) => {
-                return Ok(Self::VirtualEthernetCardOpaqueNetworkBackingOption(v));
+            "VirtualEthernetCardNetworkBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardNetworkBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualFloppyDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualFloppyDeviceBackingOption(v));
+            "VirtualEthernetCardOpaqueNetworkBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardOpaqueNetworkBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualFloppyImageBackingOption(v)) => {
-                return Ok(Self::VirtualFloppyImageBackingOption(v));
+            "VirtualFloppyDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualFloppyDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualFloppyRemoteDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualFloppyRemoteDeviceBackingOption(v));
+            "VirtualFloppyImageBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualFloppyImageBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualPCIPassthroughDeviceBackingOption(v));
+            "VirtualFloppyRemoteDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualFloppyRemoteDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughDvxBackingOption(v)) => {
-                return Ok(Self::VirtualPCIPassthroughDvxBackingOption(v));
+            "VirtualPCIPassthroughDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughDynamicBackingOption(v)) => {
-                return Ok(Self::VirtualPCIPassthroughDynamicBackingOption(v));
+            "VirtualPCIPassthroughDvxBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDvxBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughPluginBackingOption(v)) => {
-                return Ok(Self::VirtualPCIPassthroughPluginBackingOption(v));
+            "VirtualPCIPassthroughDynamicBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDynamicBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughVmiopBackingOption(v)) => {
-                return Ok(Self::VirtualPCIPassthroughVmiopBackingOption(v));
+            "VirtualPCIPassthroughPluginBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughPluginBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualParallelPortDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualParallelPortDeviceBackingOption(v));
+            "VirtualPCIPassthroughVmiopBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughVmiopBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualParallelPortFileBackingOption(v)) => {
-                return Ok(Self::VirtualParallelPortFileBackingOption(v));
+            "VirtualParallelPortDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualParallelPortDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPointingDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualPointingDeviceBackingOption(v));
+            "VirtualParallelPortFileBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualParallelPortFileBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPrecisionClockSystemClockBackingOption(v)) => {
-                return Ok(Self::VirtualPrecisionClockSystemClockBackingOption(v));
+            "VirtualPointingDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPointingDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSCSIPassthroughDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualSCSIPassthroughDeviceBackingOption(v));
+            "VirtualPrecisionClockSystemClockBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPrecisionClockSystemClockBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualSerialPortDeviceBackingOption(v));
+            "VirtualSCSIPassthroughDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSCSIPassthroughDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortFileBackingOption(v)) => {
-                return Ok(Self::VirtualSerialPortFileBackingOption(v));
+            "VirtualSerialPortDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortPipeBackingOption(v)) => {
-                return Ok(Self::VirtualSerialPortPipeBackingOption(v));
+            "VirtualSerialPortFileBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortFileBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortThinPrintBackingOption(v)) => {
-                return Ok(Self::VirtualSerialPortThinPrintBackingOption(v));
+            "VirtualSerialPortPipeBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortPipeBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortURIBackingOption(v)) => {
-                return Ok(Self::VirtualSerialPortURIBackingOption(v));
+            "VirtualSerialPortThinPrintBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortThinPrintBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSoundCardDeviceBackingOption(v)) => {
-                return Ok(Self::VirtualSoundCardDeviceBackingOption(v));
+            "VirtualSerialPortURIBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortURIBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSriovEthernetCardSriovBackingOption(v)) => {
-                return Ok(Self::VirtualSriovEthernetCardSriovBackingOption(v));
+            "VirtualSoundCardDeviceBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSoundCardDeviceBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VirtualUSBRemoteClientBackingOption(v)) => {
-                return Ok(Self::VirtualUSBRemoteClientBackingOption(v));
+            "VirtualSriovEthernetCardSriovBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSriovEthernetCardSriovBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualUSBRemoteHostBackingOption(v)) => {
-                return Ok(Self::VirtualUSBRemoteHostBackingOption(v));
+            "VirtualUSBRemoteClientBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBRemoteClientBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualUSBUSBBackingOption(v)) => {
-                return Ok(Self::VirtualUSBUSBBackingOption(v));
+            "VirtualUSBRemoteHostBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBRemoteHostBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VirtualUSBUSBBackingOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBUSBBackingOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualDeviceBackingOption {

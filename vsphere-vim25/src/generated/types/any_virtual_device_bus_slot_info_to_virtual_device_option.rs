@@ -94,25 +94,28 @@ impl AnyVirtualDeviceBusSlotInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
-            Ok(chunks::v_3::Object::VirtualDeviceBusSlotInfo(v)) => {
-                return Ok(Self::VirtualDeviceBusSlotInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualDeviceBusSlotInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceBusSlotInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDevicePciBusSlotInfo(v)) => {
-                return Ok(Self::VirtualDevicePciBusSlotInfo(v));
+            "VirtualDevicePciBusSlotInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDevicePciBusSlotInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VirtualUSBControllerPciBusSlotInfo(v)) => {
-                return Ok(Self::VirtualUSBControllerPciBusSlotInfo(v));
+            "VirtualUSBControllerPciBusSlotInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBControllerPciBusSlotInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualDeviceBusSlotInfo {
@@ -268,18 +271,22 @@ impl AnyVirtualDeviceConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
-            Ok(chunks::v_3::Object::VirtualDeviceConfigSpec(v)) => {
-                return Ok(Self::VirtualDeviceConfigSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualDeviceConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskConfigSpec(v)) => {
-                return Ok(Self::VirtualDiskConfigSpec(v));
+            "VirtualDiskConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualDeviceConfigSpec {
@@ -852,177 +859,292 @@ impl AnyVirtualDeviceOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::ParaVirtualSCSIControllerOption(v)) => {
-                return Ok(Self::ParaVirtualSCSIControllerOption(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualDeviceOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDeviceOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
-            Ok(chunks::v_2::Object::VirtualAHCIControllerOption(v)) => {
-                return Ok(Self::VirtualAHCIControllerOption(v));
+            "ParaVirtualSCSIControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::ParaVirtualSCSIControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
-            Ok(chunks::v_3::Object::VirtualDeviceOption(v)) => {
-                return Ok(Self::VirtualDeviceOption(v));
+            "VirtualAHCIControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualAHCIControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualBusLogicControllerOption(v)) => {
-                return Ok(Self::VirtualBusLogicControllerOption(v));
+            "VirtualBusLogicControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualBusLogicControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualCdromOption(v)) => {
-                return Ok(Self::VirtualCdromOption(v));
+            "VirtualCdromOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualCdromOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualControllerOption(v)) => {
-                return Ok(Self::VirtualControllerOption(v));
+            "VirtualControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_3::Object::VirtualDiskOption(v)) => {
-                return Ok(Self::VirtualDiskOption(v));
+            "VirtualDiskOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            Ok(chunks::v_4::Object::VirtualE1000Option(v)) => {
-                return Ok(Self::VirtualE1000Option(v));
+            "VirtualE1000Option" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualE1000Option(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualE1000eOption(v)) => {
-                return Ok(Self::VirtualE1000eOption(v));
+            "VirtualE1000eOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualE1000eOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEnsoniq1371Option(v)) => {
-                return Ok(Self::VirtualEnsoniq1371Option(v));
+            "VirtualEnsoniq1371Option" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEnsoniq1371Option(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualEthernetCardOption(v)) => {
-                return Ok(Self::VirtualEthernetCardOption(v));
+            "VirtualEthernetCardOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualEthernetCardOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualFloppyOption(v)) => {
-                return Ok(Self::VirtualFloppyOption(v));
+            "VirtualFloppyOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualFloppyOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualHdAudioCardOption(v)) => {
-                return Ok(Self::VirtualHdAudioCardOption(v));
+            "VirtualHdAudioCardOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualHdAudioCardOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualIDEControllerOption(v)) => {
-                return Ok(Self::VirtualIDEControllerOption(v));
+            "VirtualIDEControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualIDEControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualKeyboardOption(v)) => {
-                return Ok(Self::VirtualKeyboardOption(v));
+            "VirtualKeyboardOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualKeyboardOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualLsiLogicControllerOption(v)) => {
-                return Ok(Self::VirtualLsiLogicControllerOption(v));
+            "VirtualLsiLogicControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualLsiLogicControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualLsiLogicSASControllerOption(v)) => {
-                return Ok(Self::VirtualLsiLogicSASControllerOption(v));
+            "VirtualLsiLogicSASControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualLsiLogicSASControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
-            Ok(chunks::v_7::Object::VirtualMachineVMCIDeviceOption(v)) => {
-                return Ok(Self::VirtualMachineVMCIDeviceOption(v));
+            "VirtualMachineVMCIDeviceOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineVMCIDeviceOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
-            Ok(chunks::v_8::Object::VirtualNVDIMMControllerOption(v)) => {
-                return Ok(Self::VirtualNVDIMMControllerOption(v));
+            "VirtualNVDIMMControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualNVDIMMControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualNVDIMMOption(v)) => {
-                return Ok(Self::VirtualNVDIMMOption(v));
+            "VirtualNVDIMMOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualNVDIMMOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualNVMEControllerOption(v)) => {
-                return Ok(Self::VirtualNVMEControllerOption(v));
+            "VirtualNVMEControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualNVMEControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIControllerOption(v)) => {
-                return Ok(Self::VirtualPCIControllerOption(v));
+            "VirtualPCIControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCIPassthroughOption(v)) => {
-                return Ok(Self::VirtualPCIPassthroughOption(v));
+            "VirtualPCIPassthroughOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPCNet32Option(v)) => {
-                return Ok(Self::VirtualPCNet32Option(v));
+            "VirtualPCNet32Option" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPCNet32Option(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPS2ControllerOption(v)) => {
-                return Ok(Self::VirtualPS2ControllerOption(v));
+            "VirtualPS2ControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPS2ControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualParallelPortOption(v)) => {
-                return Ok(Self::VirtualParallelPortOption(v));
+            "VirtualParallelPortOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualParallelPortOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPointingDeviceOption(v)) => {
-                return Ok(Self::VirtualPointingDeviceOption(v));
+            "VirtualPointingDeviceOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPointingDeviceOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualPrecisionClockOption(v)) => {
-                return Ok(Self::VirtualPrecisionClockOption(v));
+            "VirtualPrecisionClockOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualPrecisionClockOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSATAControllerOption(v)) => {
-                return Ok(Self::VirtualSATAControllerOption(v));
+            "VirtualSATAControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSATAControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSCSIControllerOption(v)) => {
-                return Ok(Self::VirtualSCSIControllerOption(v));
+            "VirtualSCSIControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSCSIControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSCSIPassthroughOption(v)) => {
-                return Ok(Self::VirtualSCSIPassthroughOption(v));
+            "VirtualSCSIPassthroughOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSCSIPassthroughOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSIOControllerOption(v)) => {
-                return Ok(Self::VirtualSIOControllerOption(v));
+            "VirtualSIOControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSIOControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSerialPortOption(v)) => {
-                return Ok(Self::VirtualSerialPortOption(v));
+            "VirtualSerialPortOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSerialPortOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSoundBlaster16Option(v)) => {
-                return Ok(Self::VirtualSoundBlaster16Option(v));
+            "VirtualSoundBlaster16Option" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSoundBlaster16Option(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSoundCardOption(v)) => {
-                return Ok(Self::VirtualSoundCardOption(v));
+            "VirtualSoundCardOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSoundCardOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_8::Object::VirtualSriovEthernetCardOption(v)) => {
-                return Ok(Self::VirtualSriovEthernetCardOption(v));
+            "VirtualSriovEthernetCardOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualSriovEthernetCardOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VirtualTPMOption(v)) => {
-                return Ok(Self::VirtualTPMOption(v));
+            "VirtualTPMOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualTPMOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualUSBControllerOption(v)) => {
-                return Ok(Self::VirtualUSBControllerOption(v));
+            "VirtualUSBControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualUSBOption(v)) => {
-                return Ok(Self::VirtualUSBOption(v));
+            "VirtualUSBOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualUSBXHCIControllerOption(v)) => {
-                return Ok(Self::VirtualUSBXHCIControllerOption(v));
+            "VirtualUSBXHCIControllerOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualUSBXHCIControllerOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVMIROMOption(v)) => {
-                return Ok(Self::VirtualVMIROMOption(v));
+            "VirtualVMIROMOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVMIROMOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVideoCardOption(v)) => {
-                return Ok(Self::VirtualVideoCardOption(v));
+            "VirtualVideoCardOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVideoCardOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVmxnet2Option(v)) => {
-                return Ok(Self::VirtualVmxnet2Option(v));
+            "VirtualVmxnet2Option" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVmxnet2Option(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVmxnet3Option(v)) => {
-                return Ok(Self::VirtualVmxnet3Option(v));
+            "VirtualVmxnet3Option" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVmxnet3Option(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVmxnet3VrdmaOption(v)) => {
-                return Ok(Self::VirtualVmxnet3VrdmaOption(v));
+            "VirtualVmxnet3VrdmaOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVmxnet3VrdmaOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualVmxnetOption(v)) => {
-                return Ok(Self::VirtualVmxnetOption(v));
+            "VirtualVmxnetOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualVmxnetOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_9::Object::VirtualWDTOption(v)) => {
-                return Ok(Self::VirtualWDTOption(v));
+            "VirtualWDTOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualWDTOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualDeviceOption {

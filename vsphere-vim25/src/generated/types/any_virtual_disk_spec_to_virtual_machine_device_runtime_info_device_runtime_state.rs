@@ -94,36 +94,34 @@ impl AnyVirtualDiskSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
-            Ok(chunks::d_2::Object::DeviceBackedVirtualDiskSpec(v)) => {
-                return Ok(Self::DeviceBackedVirtualDiskSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualDiskSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualDiskSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            Ok(chunks::e_to_f::Object::FileBackedVirtualDiskSpec(v)) => {
-                return Ok(Self::FileBackedVirtualDiskSpec(v));
+            "DeviceBackedVirtualDiskSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DeviceBackedVirtualDiskSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::SeSparseVirtualDiskSpec(v)) => {
-                return Ok(Self::SeSparseVirtualDiskSpec(v));
+            "FileBackedVirtualDiskSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::FileBackedVirtualDiskSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            Ok(chunks::v_4::Object::VirtualDiskSpec(v)) => {
-                return Ok(Self::VirtualDiskSpec(v));
+            "SeSparseVirtualDiskSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::SeSparseVirtualDiskSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualDiskSpec {
@@ -336,29 +334,28 @@ impl AnyVirtualMachineBaseIndependentFilterSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            Ok(chunks::v_4::Object::VirtualMachineBaseIndependentFilterSpec(v)) => {
-                return Ok(Self::VirtualMachineBaseIndependentFilterSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachineBaseIndependentFilterSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineBaseIndependentFilterSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
-            Ok(chunks::v_5::Object::VirtualMachineEmptyIndependentFilterSpec(v)) => {
-                return Ok(Self::VirtualMachineEmptyIndependentFilterSpec(v));
+            "VirtualMachineEmptyIndependentFilterSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineEmptyIndependentFilterSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
-            Ok(chunks::v_6::Object::VirtualMachineIndependentFilterSpec(v)) => {
-                return Ok(Self::VirtualMachineIndependentFilterSpec(v));
+            "VirtualMachineIndependentFilterSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineIndependentFilterSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachineBaseIndependentFilterSpec {
@@ -620,27 +617,40 @@ impl AnyVirtualMachineBootOptionsBootableDevice {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            Ok(chunks::v_4::Object::VirtualMachineBootOptionsBootableDevice(v)) => {
-                return Ok(Self::VirtualMachineBootOptionsBootableDevice(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachineBootOptionsBootableDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualMachineBootOptionsBootableCdromDevice(v)) => {
-                return Ok(Self::VirtualMachineBootOptionsBootableCdromDevice(v));
+            "VirtualMachineBootOptionsBootableCdromDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableCdromDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_4::Object::VirtualMachineBootOptionsBootableDiskDevice(v)) => {
-                return Ok(Self::VirtualMachineBootOptionsBootableDiskDevice(v));
+            "VirtualMachineBootOptionsBootableDiskDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableDiskDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(
-                chunks::v_4::Object::VirtualMachineBootOptionsBootableEthernetDevice(v),
-            ) => return Ok(Self::VirtualMachineBootOptionsBootableEthernetDevice(v)),
-            Ok(chunks::v_4::Object::VirtualMachineBootOptionsBootableFloppyDevice(v)) => {
-                return Ok(Self::VirtualMachineBootOptionsBootableFloppyDevice(v));
+            "VirtualMachineBootOptionsBootableEthernetDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableEthernetDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VirtualMachineBootOptionsBootableFloppyDevice" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableFloppyDevice(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachineBootOptionsBootableDevice {
@@ -859,22 +869,22 @@ impl AnyVirtualMachineConnection {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
-            Ok(chunks::v_5::Object::VirtualMachineConnection(v)) => {
-                return Ok(Self::VirtualMachineConnection(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachineConnection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineConnection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
-            Ok(chunks::v_6::Object::VirtualMachineMksConnection(v)) => {
-                return Ok(Self::VirtualMachineMksConnection(v));
+            "VirtualMachineMksConnection" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineMksConnection(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachineConnection {
@@ -1036,26 +1046,30 @@ impl AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
-            Ok(
-                chunks::v_5::Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v),
-            ) => return Ok(Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v)),
-            Ok(
-                chunks::v_5::Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
-                    v,
-                ),
-            ) => {
-                return Ok(
-                    Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
-                        v,
-                    ),
-                );
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(
+                            Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
+                                v,
+                            ),
+                        )
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {

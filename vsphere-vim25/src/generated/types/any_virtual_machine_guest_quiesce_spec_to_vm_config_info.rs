@@ -87,22 +87,22 @@ impl AnyVirtualMachineGuestQuiesceSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
-            Ok(chunks::v_6::Object::VirtualMachineGuestQuiesceSpec(v)) => {
-                return Ok(Self::VirtualMachineGuestQuiesceSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachineGuestQuiesceSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineGuestQuiesceSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
-            Ok(chunks::v_7::Object::VirtualMachineWindowsQuiesceSpec(v)) => {
-                return Ok(Self::VirtualMachineWindowsQuiesceSpec(v));
+            "VirtualMachineWindowsQuiesceSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineWindowsQuiesceSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachineGuestQuiesceSpec {
@@ -250,22 +250,22 @@ impl AnyVirtualMachinePciPassthroughInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
-            Ok(chunks::v_6::Object::VirtualMachinePciPassthroughInfo(v)) => {
-                return Ok(Self::VirtualMachinePciPassthroughInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachinePciPassthroughInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachinePciPassthroughInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
-            Ok(chunks::v_7::Object::VirtualMachineSriovInfo(v)) => {
-                return Ok(Self::VirtualMachineSriovInfo(v));
+            "VirtualMachineSriovInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineSriovInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachinePciPassthroughInfo {
@@ -446,28 +446,34 @@ impl AnyVirtualMachineProfileSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
-            Ok(chunks::v_5::Object::VirtualMachineDefaultProfileSpec(v)) => {
-                return Ok(Self::VirtualMachineDefaultProfileSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachineProfileSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineProfileSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_5::Object::VirtualMachineDefinedProfileSpec(v)) => {
-                return Ok(Self::VirtualMachineDefinedProfileSpec(v));
+            "VirtualMachineDefaultProfileSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineDefaultProfileSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_5::Object::VirtualMachineEmptyProfileSpec(v)) => {
-                return Ok(Self::VirtualMachineEmptyProfileSpec(v));
+            "VirtualMachineDefinedProfileSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineDefinedProfileSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
-            Ok(chunks::v_6::Object::VirtualMachineProfileSpec(v)) => {
-                return Ok(Self::VirtualMachineProfileSpec(v));
+            "VirtualMachineEmptyProfileSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineEmptyProfileSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachineProfileSpec {
@@ -653,18 +659,22 @@ impl AnyVirtualMachineSriovDevicePoolInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
-            Ok(chunks::v_7::Object::VirtualMachineSriovDevicePoolInfo(v)) => {
-                return Ok(Self::VirtualMachineSriovDevicePoolInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachineSriovDevicePoolInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineSriovDevicePoolInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_7::Object::VirtualMachineSriovNetworkDevicePoolInfo(v)) => {
-                return Ok(Self::VirtualMachineSriovNetworkDevicePoolInfo(v));
+            "VirtualMachineSriovNetworkDevicePoolInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineSriovNetworkDevicePoolInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachineSriovDevicePoolInfo {
@@ -838,20 +848,24 @@ impl AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
-            Ok(chunks::v_7::Object::VirtualMachineVirtualDeviceGroupsDeviceGroup(v)) => {
-                return Ok(Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VirtualMachineVirtualDeviceGroupsDeviceGroup" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(
-                chunks::v_7::Object::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(
-                    v,
-                ),
-            ) => return Ok(Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup" => {
+                match object.downcast() {
+                    Ok(v) => {
+                        Ok(Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v))
+                    }
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
@@ -996,20 +1010,22 @@ impl AnyVmConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VAppConfigInfo(v)) => {
-                return Ok(Self::VAppConfigInfo(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VmConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VmConfigInfo(v)) => return Ok(Self::VmConfigInfo(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VAppConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VAppConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVmConfigInfo {

@@ -95,24 +95,40 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        5 => return Some(x::decode_struct_object::<Circle>(r)),
+        11 => return Some(x::decode_struct_object::<Drawing>(r)),
+        12 => return Some(x::decode_struct_object::<DynamicData>(r)),
+        15 => return Some(x::decode_struct_object::<InvalidLogin>(r)),
+        16 => return Some(x::decode_struct_object::<LocalizedMethodFault>(r)),
+        17 => return Some(x::decode_struct_object::<MethodFault>(r)),
+        20 => return Some(x::decode_struct_object::<Shape>(r)),
+        21 => return Some(x::decode_struct_object::<Square>(r)),
+        22 => return Some(x::decode_struct_object::<Triangle>(r)),
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfColor(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfShape(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTriangle(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Color(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Pattern(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
     ArrayOfColor(Box<Vec<Color>>),
     ArrayOfShape(Box<Vec<AnyShape>>),
     ArrayOfTriangle(Box<Vec<Triangle>>),
-    Circle(Box<Circle>),
     Color(Box<Color>),
-    Drawing(Box<Drawing>),
-    DynamicData(Box<DynamicData>),
-    InvalidLogin(Box<InvalidLogin>),
-    LocalizedMethodFault(Box<LocalizedMethodFault>),
-    MethodFault(Box<MethodFault>),
     Pattern(Box<Pattern>),
-    Shape(Box<Shape>),
-    Square(Box<Square>),
-    Triangle(Box<Triangle>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -121,48 +137,14 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfColor(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfShape(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTriangle(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Circle(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Color(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Drawing(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DynamicData(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidLogin(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizedMethodFault(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodFault(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Pattern(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Shape(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Square(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Triangle(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::ArrayOfColor(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfShape(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfTriangle(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Circle(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Color(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Drawing(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DynamicData(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidLogin(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LocalizedMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MethodFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Pattern(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Shape(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Square(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Triangle(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -179,17 +161,8 @@ impl x::DataObject for Object {
             Object::ArrayOfColor(_) => "ArrayOfColor",
             Object::ArrayOfShape(_) => "ArrayOfShape",
             Object::ArrayOfTriangle(_) => "ArrayOfTriangle",
-            Object::Circle(_) => "Circle",
             Object::Color(_) => "Color",
-            Object::Drawing(_) => "Drawing",
-            Object::DynamicData(_) => "DynamicData",
-            Object::InvalidLogin(_) => "InvalidLogin",
-            Object::LocalizedMethodFault(_) => "LocalizedMethodFault",
-            Object::MethodFault(_) => "MethodFault",
             Object::Pattern(_) => "Pattern",
-            Object::Shape(_) => "Shape",
-            Object::Square(_) => "Square",
-            Object::Triangle(_) => "Triangle",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -212,17 +185,8 @@ impl x::DataObject for Object {
             Object::ArrayOfColor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfShape(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfTriangle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Circle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Color(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Drawing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DynamicData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidLogin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LocalizedMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Pattern(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Shape(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Square(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Triangle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -276,22 +240,6 @@ impl x::ObjectArrayItem for Triangle {
     }
 }
 
-impl x::ObjectType for Circle {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::Circle(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Circle(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Circle(v) => Ok(v), other => Err(other), }
-    }
-}
-
 impl x::ObjectType for Color {
     type Object = Object;
     #[inline]
@@ -308,86 +256,6 @@ impl x::ObjectType for Color {
     }
 }
 
-impl x::ObjectType for Drawing {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::Drawing(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Drawing(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Drawing(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for DynamicData {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::DynamicData(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DynamicData(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DynamicData(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for InvalidLogin {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::InvalidLogin(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidLogin(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidLogin(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for LocalizedMethodFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::LocalizedMethodFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalizedMethodFault(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalizedMethodFault(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for MethodFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::MethodFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MethodFault(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MethodFault(v) => Ok(v), other => Err(other), }
-    }
-}
-
 impl x::ObjectType for Pattern {
     type Object = Object;
     #[inline]
@@ -401,53 +269,5 @@ impl x::ObjectType for Pattern {
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
         match object { Object::Pattern(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for Shape {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::Shape(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Shape(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Shape(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for Square {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::Square(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Square(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Square(v) => Ok(v), other => Err(other), }
-    }
-}
-
-impl x::ObjectType for Triangle {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::Triangle(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Triangle(v) => Some(v), _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Triangle(v) => Ok(v), other => Err(other), }
     }
 }

@@ -74,16 +74,22 @@ impl AnyMethodFault {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_to_w::Object>(object) {
-            Ok(chunks::a_to_w::Object::MethodFault(v)) => return Ok(Self::MethodFault(v)),
-            Ok(chunks::a_to_w::Object::InvalidLogin(v)) => {
-                return Ok(Self::InvalidLogin(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "MethodFault" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::MethodFault(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "InvalidLogin" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::InvalidLogin(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyMethodFault {
@@ -223,16 +229,34 @@ impl AnyShape {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_to_w::Object>(object) {
-            Ok(chunks::a_to_w::Object::Shape(v)) => return Ok(Self::Shape(v)),
-            Ok(chunks::a_to_w::Object::Circle(v)) => return Ok(Self::Circle(v)),
-            Ok(chunks::a_to_w::Object::Square(v)) => return Ok(Self::Square(v)),
-            Ok(chunks::a_to_w::Object::Triangle(v)) => return Ok(Self::Triangle(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "Shape" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::Shape(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "Circle" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::Circle(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "Square" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::Square(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            "Triangle" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::Triangle(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyShape {

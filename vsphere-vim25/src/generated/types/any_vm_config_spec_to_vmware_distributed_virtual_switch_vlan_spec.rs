@@ -74,20 +74,22 @@ impl AnyVmConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VAppConfigSpec(v)) => {
-                return Ok(Self::VAppConfigSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VmConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VmConfigSpec(v)) => return Ok(Self::VmConfigSpec(v)),
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VAppConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VAppConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVmConfigSpec {
@@ -237,26 +239,34 @@ impl AnyVmPlacementPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
-            Ok(chunks::v_10::Object::VmPlacementPolicy(v)) => {
-                return Ok(Self::VmPlacementPolicy(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VmPlacementPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmPlacementPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            Ok(chunks::v_11::Object::VmToVmGroupsAntiAffinity(v)) => {
-                return Ok(Self::VmToVmGroupsAntiAffinity(v));
+            "VmToVmGroupsAntiAffinity" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmToVmGroupsAntiAffinity(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmVmAffinity(v)) => return Ok(Self::VmVmAffinity(v)),
-            Ok(chunks::v_11::Object::VmVmAntiAffinity(v)) => {
-                return Ok(Self::VmVmAntiAffinity(v));
+            "VmVmAffinity" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmVmAffinity(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            "VmVmAntiAffinity" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmVmAntiAffinity(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
+            }
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVmPlacementPolicy {
@@ -456,24 +466,34 @@ impl AnyVmfsDatastoreBaseOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            Ok(chunks::v_11::Object::VmfsDatastoreBaseOption(v)) => {
-                return Ok(Self::VmfsDatastoreBaseOption(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VmfsDatastoreBaseOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsDatastoreBaseOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmfsDatastoreAllExtentOption(v)) => {
-                return Ok(Self::VmfsDatastoreAllExtentOption(v));
+            "VmfsDatastoreAllExtentOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsDatastoreAllExtentOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmfsDatastoreMultipleExtentOption(v)) => {
-                return Ok(Self::VmfsDatastoreMultipleExtentOption(v));
+            "VmfsDatastoreMultipleExtentOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsDatastoreMultipleExtentOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmfsDatastoreSingleExtentOption(v)) => {
-                return Ok(Self::VmfsDatastoreSingleExtentOption(v));
+            "VmfsDatastoreSingleExtentOption" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsDatastoreSingleExtentOption(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVmfsDatastoreBaseOption {
@@ -662,24 +682,34 @@ impl AnyVmfsDatastoreSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            Ok(chunks::v_11::Object::VmfsDatastoreSpec(v)) => {
-                return Ok(Self::VmfsDatastoreSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VmfsDatastoreSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsDatastoreSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmfsDatastoreCreateSpec(v)) => {
-                return Ok(Self::VmfsDatastoreCreateSpec(v));
+            "VmfsDatastoreCreateSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsDatastoreCreateSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmfsDatastoreExpandSpec(v)) => {
-                return Ok(Self::VmfsDatastoreExpandSpec(v));
+            "VmfsDatastoreExpandSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsDatastoreExpandSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmfsDatastoreExtendSpec(v)) => {
-                return Ok(Self::VmfsDatastoreExtendSpec(v));
+            "VmfsDatastoreExtendSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmfsDatastoreExtendSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVmfsDatastoreSpec {
@@ -912,24 +942,34 @@ impl AnyVmwareDistributedVirtualSwitchVlanSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            Ok(chunks::v_11::Object::VmwareDistributedVirtualSwitchVlanSpec(v)) => {
-                return Ok(Self::VmwareDistributedVirtualSwitchVlanSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "VmwareDistributedVirtualSwitchVlanSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmwareDistributedVirtualSwitchVlanSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmwareDistributedVirtualSwitchPvlanSpec(v)) => {
-                return Ok(Self::VmwareDistributedVirtualSwitchPvlanSpec(v));
+            "VmwareDistributedVirtualSwitchPvlanSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmwareDistributedVirtualSwitchPvlanSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(v)) => {
-                return Ok(Self::VmwareDistributedVirtualSwitchTrunkVlanSpec(v));
+            "VmwareDistributedVirtualSwitchTrunkVlanSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmwareDistributedVirtualSwitchTrunkVlanSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_11::Object::VmwareDistributedVirtualSwitchVlanIdSpec(v)) => {
-                return Ok(Self::VmwareDistributedVirtualSwitchVlanIdSpec(v));
+            "VmwareDistributedVirtualSwitchVlanIdSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VmwareDistributedVirtualSwitchVlanIdSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyVmwareDistributedVirtualSwitchVlanSpec {
@@ -1038,708 +1078,6 @@ for VmwareDistributedVirtualSwitchVlanIdSpec {
             AnyVmwareDistributedVirtualSwitchVlanSpec::VmwareDistributedVirtualSwitchVlanIdSpec(
                 v,
             ) => Some(v),
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-/// `VsanUpgradeSystemPreflightCheckIssue` or one of its 9 subtypes, chosen by `xsi:type` when decoding.
-///
-/// An `xsi:type` this version does not know decodes as [`AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemPreflightCheckIssue`].
-#[non_exhaustive]
-pub enum AnyVsanUpgradeSystemPreflightCheckIssue {
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemPreflightCheckIssue(Box<VsanUpgradeSystemPreflightCheckIssue>),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemAPIBrokenIssue(Box<VsanUpgradeSystemAPIBrokenIssue>),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(
-        Box<VsanUpgradeSystemAutoClaimEnabledOnHostsIssue>,
-    ),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemHostsDisconnectedIssue(
-        Box<VsanUpgradeSystemHostsDisconnectedIssue>,
-    ),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemMissingHostsInClusterIssue(
-        Box<VsanUpgradeSystemMissingHostsInClusterIssue>,
-    ),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemNetworkPartitionIssue(Box<VsanUpgradeSystemNetworkPartitionIssue>),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemNotEnoughFreeCapacityIssue(
-        Box<VsanUpgradeSystemNotEnoughFreeCapacityIssue>,
-    ),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemRogueHostsInClusterIssue(
-        Box<VsanUpgradeSystemRogueHostsInClusterIssue>,
-    ),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
-        Box<VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue>,
-    ),
-    #[cfg(feature = "admin")]
-    VsanUpgradeSystemWrongEsxVersionIssue(Box<VsanUpgradeSystemWrongEsxVersionIssue>),
-}
-#[cfg(feature = "admin")]
-impl Default for AnyVsanUpgradeSystemPreflightCheckIssue {
-    fn default() -> Self {
-        Self::VsanUpgradeSystemPreflightCheckIssue(Box::default())
-    }
-}
-#[cfg(feature = "admin")]
-impl AnyVsanUpgradeSystemPreflightCheckIssue {
-    /// The XML type name of the value held.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemPreflightCheckIssue(_) => {
-                "VsanUpgradeSystemPreflightCheckIssue"
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemAPIBrokenIssue(_) => "VsanUpgradeSystemAPIBrokenIssue",
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(_) => {
-                "VsanUpgradeSystemAutoClaimEnabledOnHostsIssue"
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemHostsDisconnectedIssue(_) => {
-                "VsanUpgradeSystemHostsDisconnectedIssue"
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemMissingHostsInClusterIssue(_) => {
-                "VsanUpgradeSystemMissingHostsInClusterIssue"
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemNetworkPartitionIssue(_) => {
-                "VsanUpgradeSystemNetworkPartitionIssue"
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(_) => {
-                "VsanUpgradeSystemNotEnoughFreeCapacityIssue"
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemRogueHostsInClusterIssue(_) => {
-                "VsanUpgradeSystemRogueHostsInClusterIssue"
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(_) => {
-                "VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue"
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemWrongEsxVersionIssue(_) => {
-                "VsanUpgradeSystemWrongEsxVersionIssue"
-            }
-        }
-    }
-    /// The value held as `T`, if it is exactly a `T`.
-    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
-        T::variant_ref(self)
-    }
-}
-#[cfg(feature = "admin")]
-impl x::FromValue for AnyVsanUpgradeSystemPreflightCheckIssue {
-    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(
-            value,
-            "VsanUpgradeSystemPreflightCheckIssue",
-            Self::from_object,
-        )
-    }
-}
-#[cfg(feature = "admin")]
-impl x::ArrayItem for AnyVsanUpgradeSystemPreflightCheckIssue {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVsanUpgradeSystemPreflightCheckIssue";
-    const ITEM_TAG: &'static str = "VsanUpgradeSystemPreflightCheckIssue";
-}
-// SAFETY: every variant is a Box of a generated type whose fields are all
-// Send + Sync (asserted for each variant type by the generated thread_safety test).
-#[cfg(feature = "admin")] unsafe impl Send for AnyVsanUpgradeSystemPreflightCheckIssue {}
-// SAFETY: as above.
-#[cfg(feature = "admin")] unsafe impl Sync for AnyVsanUpgradeSystemPreflightCheckIssue {}
-#[cfg(feature = "admin")]
-impl std::fmt::Debug for AnyVsanUpgradeSystemPreflightCheckIssue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemPreflightCheckIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemAPIBrokenIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemHostsDisconnectedIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemMissingHostsInClusterIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemNetworkPartitionIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemRogueHostsInClusterIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemWrongEsxVersionIssue(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-        }
-    }
-}
-#[cfg(feature = "admin")]
-impl PartialEq for AnyVsanUpgradeSystemPreflightCheckIssue {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_encoding(self, other)
-    }
-}
-#[cfg(feature = "admin")]
-impl Clone for AnyVsanUpgradeSystemPreflightCheckIssue {
-    #[inline]
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemPreflightCheckIssue(v) => {
-                Self::VsanUpgradeSystemPreflightCheckIssue(Box::new((**v).clone()))
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemAPIBrokenIssue(v) => {
-                Self::VsanUpgradeSystemAPIBrokenIssue(Box::new((**v).clone()))
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => {
-                Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(
-                    Box::new((**v).clone()),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemHostsDisconnectedIssue(v) => {
-                Self::VsanUpgradeSystemHostsDisconnectedIssue(Box::new((**v).clone()))
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemMissingHostsInClusterIssue(v) => {
-                Self::VsanUpgradeSystemMissingHostsInClusterIssue(
-                    Box::new((**v).clone()),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemNetworkPartitionIssue(v) => {
-                Self::VsanUpgradeSystemNetworkPartitionIssue(Box::new((**v).clone()))
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => {
-                Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(
-                    Box::new((**v).clone()),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemRogueHostsInClusterIssue(v) => {
-                Self::VsanUpgradeSystemRogueHostsInClusterIssue(Box::new((**v).clone()))
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => {
-                Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
-                    Box::new((**v).clone()),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemWrongEsxVersionIssue(v) => {
-                Self::VsanUpgradeSystemWrongEsxVersionIssue(Box::new((**v).clone()))
-            }
-        }
-    }
-}
-#[cfg(feature = "admin")]
-impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemPreflightCheckIssue(v) => {
-                x::Encode::encode_as(&**v, w, tag, None)
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemAPIBrokenIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemAPIBrokenIssue"),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemAutoClaimEnabledOnHostsIssue"),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemHostsDisconnectedIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemHostsDisconnectedIssue"),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemMissingHostsInClusterIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemMissingHostsInClusterIssue"),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemNetworkPartitionIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemNetworkPartitionIssue"),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemNotEnoughFreeCapacityIssue"),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemRogueHostsInClusterIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemRogueHostsInClusterIssue"),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue"),
-                )
-            }
-            #[cfg(feature = "admin")]
-            Self::VsanUpgradeSystemWrongEsxVersionIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VsanUpgradeSystemWrongEsxVersionIssue"),
-                )
-            }
-        }
-    }
-}
-#[cfg(feature = "admin")]
-impl AnyVsanUpgradeSystemPreflightCheckIssue {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::v_12::Object::VsanUpgradeSystemPreflightCheckIssue(v)) => {
-                return Ok(Self::VsanUpgradeSystemPreflightCheckIssue(v));
-            }
-            #[cfg(feature = "admin")]
-            Ok(chunks::v_12::Object::VsanUpgradeSystemAPIBrokenIssue(v)) => {
-                return Ok(Self::VsanUpgradeSystemAPIBrokenIssue(v));
-            }
-            #[cfg(feature = "admin")]
-            Ok(
-                chunks::v_12::Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v),
-            ) => return Ok(Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v)),
-            #[cfg(feature = "admin")]
-            Ok(chunks::v_12::Object::VsanUpgradeSystemHostsDisconnectedIssue(v)) => {
-                return Ok(Self::VsanUpgradeSystemHostsDisconnectedIssue(v));
-            }
-            #[cfg(feature = "admin")]
-            Ok(chunks::v_12::Object::VsanUpgradeSystemMissingHostsInClusterIssue(v)) => {
-                return Ok(Self::VsanUpgradeSystemMissingHostsInClusterIssue(v));
-            }
-            #[cfg(feature = "admin")]
-            Ok(chunks::v_12::Object::VsanUpgradeSystemNetworkPartitionIssue(v)) => {
-                return Ok(Self::VsanUpgradeSystemNetworkPartitionIssue(v));
-            }
-            #[cfg(feature = "admin")]
-            Ok(chunks::v_12::Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v)) => {
-                return Ok(Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v));
-            }
-            #[cfg(feature = "admin")]
-            Ok(chunks::v_12::Object::VsanUpgradeSystemRogueHostsInClusterIssue(v)) => {
-                return Ok(Self::VsanUpgradeSystemRogueHostsInClusterIssue(v));
-            }
-            #[cfg(feature = "admin")]
-            Ok(
-                chunks::v_12::Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
-                    v,
-                ),
-            ) => {
-                return Ok(Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v));
-            }
-            #[cfg(feature = "admin")]
-            Ok(chunks::v_12::Object::VsanUpgradeSystemWrongEsxVersionIssue(v)) => {
-                return Ok(Self::VsanUpgradeSystemWrongEsxVersionIssue(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
-    }
-}
-#[cfg(feature = "admin")]
-impl x::Decode for AnyVsanUpgradeSystemPreflightCheckIssue {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        let mut ancestor: Option<&'static str> = None;
-        for _ in 0..64 {
-            let type_name = match ancestor {
-                Some(name) => Some(name),
-                None => r.xsi_type(),
-            };
-            return Ok(
-                match type_name {
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemAPIBrokenIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanUpgradeSystemAPIBrokenIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemAutoClaimEnabledOnHostsIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => {
-                                Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v)
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemHostsDisconnectedIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanUpgradeSystemHostsDisconnectedIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemMissingHostsInClusterIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanUpgradeSystemMissingHostsInClusterIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemNetworkPartitionIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanUpgradeSystemNetworkPartitionIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemNotEnoughFreeCapacityIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemRogueHostsInClusterIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanUpgradeSystemRogueHostsInClusterIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => {
-                                Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
-                                    v,
-                                )
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "admin")]
-                    Some("VsanUpgradeSystemWrongEsxVersionIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanUpgradeSystemWrongEsxVersionIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some(name) => {
-                        match r.registry().base_of(name) {
-                            Some(base) => {
-                                ancestor = Some(base);
-                                continue;
-                            }
-                            None => {
-                                match x::Decode::decode_boxed(r) {
-                                    Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
-                                    Err(e) => return Err(e),
-                                }
-                            }
-                        }
-                    }
-                    None => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                },
-            );
-        }
-        Ok(
-            match x::Decode::decode_boxed(r) {
-                Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
-                Err(e) => return Err(e),
-            },
-        )
-    }
-}
-#[cfg(feature = "admin")]
-impl<T: x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>> From<T>
-for AnyVsanUpgradeSystemPreflightCheckIssue {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemPreflightCheckIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemPreflightCheckIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemPreflightCheckIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemAPIBrokenIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemAPIBrokenIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemAPIBrokenIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemHostsDisconnectedIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemHostsDisconnectedIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemHostsDisconnectedIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemMissingHostsInClusterIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemMissingHostsInClusterIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemMissingHostsInClusterIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemNetworkPartitionIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemNetworkPartitionIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemNetworkPartitionIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemNotEnoughFreeCapacityIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemNotEnoughFreeCapacityIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemRogueHostsInClusterIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemRogueHostsInClusterIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemRogueHostsInClusterIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
-for VsanUpgradeSystemWrongEsxVersionIssue {
-    #[inline]
-    fn into_variant(self) -> AnyVsanUpgradeSystemPreflightCheckIssue {
-        AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemWrongEsxVersionIssue(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyVsanUpgradeSystemPreflightCheckIssue) -> Option<&Self> {
-        match any {
-            AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemWrongEsxVersionIssue(
-                v,
-            ) => Some(v),
-            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

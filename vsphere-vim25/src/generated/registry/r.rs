@@ -171,6 +171,78 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::request(x::Name(0x190c62a), 343, 3), // ResolveInstallationErrorsOnHostRequestType
         x::TypeEntry::request(x::Name(0x190f131), 346, 2), // ResolveMultipleUnresolvedVmfsVolumesExRequestType
         x::TypeEntry::request(x::Name(0x191232f), 348, 2), // ResolveMultipleUnresolvedVmfsVolumesRequestType
+        x::TypeEntry::request(x::Name(0x1915323), 350, 5), // ResolveNfsServerHostNameRequestType
+        x::TypeEntry::structure(x::Name(0x1917716), x::Name(0xbb9c0b), 355, 5), // ResourceAllocationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1918e18), x::Name(0xbb9c0b), 360, 1), // ResourceAllocationOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x191a714), x::Name(0xbb9c0b), 361, 2), // ResourceConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x191bc12), x::Name(0xbb9c0b), 363, 6), // ResourceConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x191cf25), 81, 2), // ResourceConfigSpecScaleSharesBehavior
+        x::TypeEntry::structure(x::Name(0x191f50d), x::Name(0x1d94808), 369, 2), // ResourceInUse: VimFault
+        x::TypeEntry::structure(x::Name(0x1920314), x::Name(0x1d94808), 371, 3), // ResourceNotAvailable: VimFault
+        x::TypeEntry::structure(x::Name(0x1922518), x::Name(0x1925911), 374, 1), // ResourcePoolCreatedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1923e1a), x::Name(0x1925911), 375, 0), // ResourcePoolDestroyedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1925911), x::Name(0xc19905), 375, 1), // ResourcePoolEvent: Event
+        x::TypeEntry::structure(x::Name(0x1926b19), x::Name(0xc04213), 376, 1), // ResourcePoolEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x1928516), x::Name(0x1925911), 377, 2), // ResourcePoolMovedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1929c16), x::Name(0xbb9c0b), 379, 15), // ResourcePoolQuickStats: DynamicData
+        x::TypeEntry::structure(x::Name(0x192b31d), x::Name(0x1925911), 394, 1), // ResourcePoolReconfiguredEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x192d119), x::Name(0xbb9c0b), 395, 6), // ResourcePoolResourceUsage: DynamicData
+        x::TypeEntry::structure(x::Name(0x192eb17), x::Name(0xbb9c0b), 401, 4), // ResourcePoolRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1930313), x::Name(0xbb9c0b), 405, 5), // ResourcePoolSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1931715), x::Name(0x1925911), 410, 0), // ResourceViolatedEvent: ResourcePoolEvent
+        x::TypeEntry::request(x::Name(0x1932d2a), 410, 2), // RestartServiceConsoleVirtualNicRequestType
+        x::TypeEntry::request(x::Name(0x1935819), 412, 2), // RestartServiceRequestType
+        x::TypeEntry::request(x::Name(0x1937227), 414, 2), // RestoreFirmwareConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x1939a19), x::Name(0x19b140c), 416, 1), // RestrictedByAdministrator: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x193b411), x::Name(0x1a0ce0d), 417, 0), // RestrictedVersion: SecurityError
+        x::TypeEntry::request(x::Name(0x193c621), 417, 1), // RetrieveAllPermissionsRequestType
+        x::TypeEntry::request(x::Name(0x193e827), 418, 3), // RetrieveAnswerFileForProfileRequestType
+        x::TypeEntry::request(x::Name(0x194101d), 421, 2), // RetrieveAnswerFileRequestType
+        x::TypeEntry::request(x::Name(0x1942e26), 423, 2), // RetrieveArgumentDescriptionRequestType
+        x::TypeEntry::request(x::Name(0x1945526), 425, 1), // RetrieveCertificateInfoListRequestType
+        x::TypeEntry::request(x::Name(0x1947c1d), 426, 2), // RetrieveClientCertRequestType
+        x::TypeEntry::request(x::Name(0x1949a1c), 428, 2), // RetrieveClientCsrRequestType
+        x::TypeEntry::request(x::Name(0x194b729), 430, 1), // RetrieveDasAdvancedRuntimeInfoRequestType
+        x::TypeEntry::request(x::Name(0x194e11e), 431, 1), // RetrieveDescriptionRequestType
+        x::TypeEntry::request(x::Name(0x1950024), 432, 2), // RetrieveDiskPartitionInfoRequestType
+        x::TypeEntry::request(x::Name(0x1952529), 434, 1), // RetrieveDynamicPassthroughInfoRequestType
+        x::TypeEntry::request(x::Name(0x1954f24), 435, 3), // RetrieveEntityPermissionsRequestType
+        x::TypeEntry::request(x::Name(0x1957426), 438, 2), // RetrieveEntityScheduledTaskRequestType
+        x::TypeEntry::request(x::Name(0x1959b20), 440, 1), // RetrieveFreeEpcMemoryRequestType
+        x::TypeEntry::request(x::Name(0x195bc21), 441, 1), // RetrieveHardwareUptimeRequestType
+        x::TypeEntry::request(x::Name(0x195de2b), 442, 1), // RetrieveHostAccessControlEntriesRequestType
+        x::TypeEntry::request(x::Name(0x1960a2f), 443, 3), // RetrieveHostCustomizationsForProfileRequestType
+        x::TypeEntry::request(x::Name(0x1963a25), 446, 2), // RetrieveHostCustomizationsRequestType
+        x::TypeEntry::request(x::Name(0x1966024), 448, 3), // RetrieveHostSpecificationRequestType
+        x::TypeEntry::request(x::Name(0x1968521), 451, 3), // RetrieveKmipServerCertRequestType
+        x::TypeEntry::request(x::Name(0x196a724), 454, 2), // RetrieveKmipServersStatusRequestType
+        x::TypeEntry::request(x::Name(0x196cc26), 456, 2), // RetrieveObjectScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x196f30f), x::Name(0xbb9c0b), 458, 1), // RetrieveOptions: DynamicData
+        x::TypeEntry::request(x::Name(0x1970324), 459, 1), // RetrieveProductComponentsRequestType
+        x::TypeEntry::request(x::Name(0x197281f), 460, 3), // RetrievePropertiesExRequestType
+        x::TypeEntry::request(x::Name(0x197481d), 463, 2), // RetrievePropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x197660e), x::Name(0xbb9c0b), 465, 2), // RetrieveResult: DynamicData
+        x::TypeEntry::request(x::Name(0x1977522), 467, 2), // RetrieveRolePermissionsRequestType
+        x::TypeEntry::request(x::Name(0x1979827), 469, 2), // RetrieveSelfSignedClientCertRequestType
+        x::TypeEntry::request(x::Name(0x197c021), 471, 1), // RetrieveServiceContentRequestType
+        x::TypeEntry::request(x::Name(0x197e22a), 472, 1), // RetrieveServiceProviderEntitiesRequestType
+        x::TypeEntry::request(x::Name(0x1980d22), 473, 4), // RetrieveSnapshotDetailsRequestType
+        x::TypeEntry::request(x::Name(0x198301f), 477, 3), // RetrieveSnapshotInfoRequestType
+        x::TypeEntry::request(x::Name(0x198501d), 480, 8), // RetrieveUserGroupsRequestType
+        x::TypeEntry::request(x::Name(0x1986e35), 488, 2), // RetrieveVStorageInfrastructureObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x198a417), x::Name(0xbb9c0b), 490, 2), // RetrieveVStorageObjSpec: DynamicData
+        x::TypeEntry::request(x::Name(0x198bc2d), 492, 2), // RetrieveVStorageObjectAssociationsRequestType
+        x::TypeEntry::request(x::Name(0x198ea21), 494, 4), // RetrieveVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x1990c26), 498, 3), // RetrieveVStorageObjectStateRequestType
+        x::TypeEntry::request(x::Name(0x1993328), 501, 1), // RetrieveVendorDeviceGroupInfoRequestType
+        x::TypeEntry::request(x::Name(0x1995c21), 502, 1), // RetrieveVgpuDeviceInfoRequestType
+        x::TypeEntry::request(x::Name(0x1997e22), 503, 1), // RetrieveVgpuProfileInfoRequestType
+        x::TypeEntry::request(x::Name(0x199a122), 504, 3), // RevertToCurrentSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x199c41b), 507, 3), // RevertToSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x199e021), 510, 4), // RevertVStorageObjectExRequestType
+        x::TypeEntry::request(x::Name(0x19a021f), 514, 4), // RevertVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x19a221a), 518, 1), // RewindCollectorRequestType
+        x::TypeEntry::structure(x::Name(0x19a3d0e), x::Name(0x19a4c09), 519, 1), // RoleAddedEvent: RoleEvent
     ],
     decode,
     fields: &[
@@ -524,6 +596,176 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0x312c00e), x::Name(0x11a1420)), // resolutionSpec: HostUnresolvedVmfsResolutionSpec
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::repeated(x::Name(0x312c00e), x::Name(0x11a1420)), // resolutionSpec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x366e90a), x::Name(0x3344606)), // volumeName: string
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x2b30307), x::Name(0x2405e07)), // isNFS41: boolean
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
+        x::FieldEntry::optional(x::Name(0x2831e15), x::Name(0x2405e07)), // expandableReservation: boolean
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
+        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2ed370d), x::Name(0x2be5304)), // overheadLimit: long
+        x::FieldEntry::required(x::Name(0x3221b0c), x::Name(0x1a70e0c)), // sharesOption: SharesOption
+        x::FieldEntry::required(x::Name(0x2555813), x::Name(0x1918e18)), // cpuAllocationOption: ResourceAllocationOption
+        x::FieldEntry::required(x::Name(0x2c79416), x::Name(0x1918e18)), // memoryAllocationOption: ResourceAllocationOption
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x2b7410c), x::Name(0x2607608)), // lastModified: dateTime
+        x::FieldEntry::required(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::required(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x3194016), x::Name(0x3344606)), // scaleDescendantsShares: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x253900d), x::Name(0x3344606)), // containerType: string
+        x::FieldEntry::optional(x::Name(0x253820d), x::Name(0x3344606)), // containerName: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0x1926b19)), // parent: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x3135c0c), x::Name(0x1926b19)), // resourcePool: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x3135c0c), x::Name(0x13ff016)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e74a09), x::Name(0x1926b19)), // oldParent: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x2d7f609), x::Name(0x1926b19)), // newParent: ResourcePoolEventArgument
+        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2be5304)), // overallCpuUsage: long
+        x::FieldEntry::optional(x::Name(0x2ecd410), x::Name(0x2be5304)), // overallCpuDemand: long
+        x::FieldEntry::optional(x::Name(0x2949f10), x::Name(0x2be5304)), // guestMemoryUsage: long
+        x::FieldEntry::optional(x::Name(0x29df60f), x::Name(0x2be5304)), // hostMemoryUsage: long
+        x::FieldEntry::optional(x::Name(0x2729119), x::Name(0x2be5304)), // distributedCpuEntitlement: long
+        x::FieldEntry::optional(x::Name(0x272c21c), x::Name(0x2be5304)), // distributedMemoryEntitlement: long
+        x::FieldEntry::optional(x::Name(0x3304c14), x::Name(0x2a94603)), // staticCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x3307617), x::Name(0x2a94603)), // staticMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x2ffa30d), x::Name(0x2be5304)), // privateMemory: long
+        x::FieldEntry::optional(x::Name(0x321d10c), x::Name(0x2be5304)), // sharedMemory: long
+        x::FieldEntry::optional(x::Name(0x33b370d), x::Name(0x2be5304)), // swappedMemory: long
+        x::FieldEntry::optional(x::Name(0x23e640f), x::Name(0x2be5304)), // balloonedMemory: long
+        x::FieldEntry::optional(x::Name(0x2ed450e), x::Name(0x2be5304)), // overheadMemory: long
+        x::FieldEntry::optional(x::Name(0x2532816), x::Name(0x2be5304)), // consumedOverheadMemory: long
+        x::FieldEntry::optional(x::Name(0x24e0210), x::Name(0x2be5304)), // compressedMemory: long
+        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x3120c0f), x::Name(0x2be5304)), // reservationUsed: long
+        x::FieldEntry::required(x::Name(0x3121c14), x::Name(0x2be5304)), // reservationUsedForVm: long
+        x::FieldEntry::required(x::Name(0x34a4211), x::Name(0x2be5304)), // unreservedForPool: long
+        x::FieldEntry::required(x::Name(0x34a540f), x::Name(0x2be5304)), // unreservedForVm: long
+        x::FieldEntry::required(x::Name(0x2ed2a0c), x::Name(0x2be5304)), // overallUsage: long
+        x::FieldEntry::required(x::Name(0x2c5a108), x::Name(0x2be5304)), // maxUsage: long
+        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x192d119)), // memory: ResourcePoolResourceUsage
+        x::FieldEntry::required(x::Name(0x2553a03), x::Name(0x192d119)), // cpu: ResourcePoolResourceUsage
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x322280e), x::Name(0x3344606)), // sharesScalable: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x191bc12)), // config: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x3181d07), x::Name(0x192eb17)), // runtime: ResourcePoolRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x305790a), x::Name(0x1929c16)), // quickStats: ResourcePoolQuickStats
+        x::FieldEntry::optional(x::Name(0x2501312), x::Name(0x2a94603)), // configuredMemoryMB: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2691007), x::Name(0x3344606)), // details: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x282140b), x::Name(0x3344606)), // eventTypeId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a73209), x::Name(0x2405e07)), // inherited: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ecb08), x::Name(0x2405e07)), // fromHost: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b58f0b), x::Name(0x134210d)), // keyProvider: KeyProviderId
+        x::FieldEntry::required(x::Name(0x31dff06), x::Name(0x135980e)), // server: KmipServerInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b5c08), x::Name(0x134e60f)), // clusters: KmipClusterInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c3cc0a), x::Name(0x2a94603)), // maxObjects: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x32b6807), x::Name(0x16cf912)), // specSet: PropertyFilterSpec
+        x::FieldEntry::required(x::Name(0x2e9b607), x::Name(0x196f30f)), // options: RetrieveOptions
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x32b6807), x::Name(0x16cf912)), // specSet: PropertyFilterSpec
+        x::FieldEntry::optional(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
+        x::FieldEntry::repeated(x::Name(0x2e62107), x::Name(0x1550b0d)), // objects: ObjectContent
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3168206), x::Name(0x2a94603)), // roleId: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2740d06), x::Name(0x3344606)), // domain: string
+        x::FieldEntry::required(x::Name(0x31b8b09), x::Name(0x3344606)), // searchStr: string
+        x::FieldEntry::optional(x::Name(0x23f2b0e), x::Name(0x3344606)), // belongsToGroup: string
+        x::FieldEntry::optional(x::Name(0x23f3a0d), x::Name(0x3344606)), // belongsToUser: string
+        x::FieldEntry::required(x::Name(0x2823e0a), x::Name(0x2405e07)), // exactMatch: boolean
+        x::FieldEntry::required(x::Name(0x28b4009), x::Name(0x2405e07)), // findUsers: boolean
+        x::FieldEntry::required(x::Name(0x28b350a), x::Name(0x2405e07)), // findGroups: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a35803), x::Name(0x198a417)), // ids: RetrieveVStorageObjSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x270940d), x::Name(0x3344606)), // diskInfoFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x339b70f), x::Name(0x2405e07)), // suppressPowerOn: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x339b70f), x::Name(0x2405e07)), // suppressPowerOn: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ffe30d), x::Name(0x3344606)), // privilegeList: string
     ],
     values: &[
         x::Name(0x286910e), // fairnessCpuAvg
@@ -607,51 +849,96 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x2a34304), // idle
         x::Name(0x22dba06), // active
         x::Name(0x2801305), // error
+        x::Name(0x26e4608), // disabled
+        x::Name(0x3192817), // scaleCpuAndMemoryShares
     ],
 };
 
-/// A value of one of this chunk's types, as an `anyType` slot holds it
-/// (`x::Value::Object`). Reached through `x::ObjectType`.
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        #[cfg(feature = "all-faults")] 0 => return Some(x::decode_struct_object::<RDMConversionNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 1 => return Some(x::decode_struct_object::<RDMNotPreserved>(r)),
+        #[cfg(feature = "all-faults")] 2 => return Some(x::decode_struct_object::<RDMNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 3 => return Some(x::decode_struct_object::<RDMNotSupportedOnDatastore>(r)),
+        #[cfg(feature = "all-faults")] 4 => return Some(x::decode_struct_object::<RDMPointsToInaccessibleDisk>(r)),
+        #[cfg(feature = "all-faults")] 5 => return Some(x::decode_struct_object::<RawDiskNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 7 => return Some(x::decode_struct_object::<ReadHostResourcePoolTreeFailed>(r)),
+        #[cfg(feature = "all-faults")] 11 => return Some(x::decode_struct_object::<ReadOnlyDisksWithLegacyDestination>(r)),
+        #[cfg(feature = "all-faults")] 16 => return Some(x::decode_struct_object::<RebootRequired>(r)),
+        #[cfg(feature = "all-faults")] 41 => return Some(x::decode_struct_object::<RecordReplayDisabled>(r)),
+        #[cfg(feature = "all-events")] 42 => return Some(x::decode_struct_object::<RecoveryEvent>(r)),
+        #[cfg(feature = "admin")] 45 => return Some(x::decode_struct_object::<RecurrentTaskScheduler>(r)),
+        #[cfg(feature = "admin")] 69 => return Some(x::decode_struct_object::<Relation>(r)),
+        #[cfg(feature = "all-faults")] 76 => return Some(x::decode_struct_object::<RemoteDeviceNotSupported>(r)),
+        #[cfg(feature = "all-events")] 77 => return Some(x::decode_struct_object::<RemoteTSMEnabledEvent>(r)),
+        #[cfg(feature = "all-faults")] 88 => return Some(x::decode_struct_object::<RemoveFailed>(r)),
+        #[cfg(feature = "all-faults")] 127 => return Some(x::decode_struct_object::<ReplicationConfigFault>(r)),
+        128 => return Some(x::decode_struct_object::<ReplicationConfigSpec>(r)),
+        #[cfg(feature = "all-faults")] 129 => return Some(x::decode_struct_object::<ReplicationDiskConfigFault>(r)),
+        #[cfg(feature = "all-faults")] 131 => return Some(x::decode_struct_object::<ReplicationFault>(r)),
+        132 => return Some(x::decode_struct_object::<ReplicationGroupId>(r)),
+        #[cfg(feature = "all-faults")] 133 => return Some(x::decode_struct_object::<ReplicationIncompatibleWithFT>(r)),
+        134 => return Some(x::decode_struct_object::<ReplicationInfoDiskSettings>(r)),
+        #[cfg(feature = "all-faults")] 135 => return Some(x::decode_struct_object::<ReplicationInvalidOptions>(r)),
+        #[cfg(feature = "all-faults")] 136 => return Some(x::decode_struct_object::<ReplicationNotSupportedOnHost>(r)),
+        137 => return Some(x::decode_struct_object::<ReplicationSpec>(r)),
+        #[cfg(feature = "all-faults")] 138 => return Some(x::decode_struct_object::<ReplicationVmConfigFault>(r)),
+        #[cfg(feature = "all-faults")] 140 => return Some(x::decode_struct_object::<ReplicationVmFault>(r)),
+        #[cfg(feature = "all-faults")] 142 => return Some(x::decode_struct_object::<ReplicationVmInProgressFault>(r)),
+        144 => return Some(x::decode_struct_object::<ReplicationVmProgressInfo>(r)),
+        146 => return Some(x::decode_struct_object::<RequestCanceled>(r)),
+        166 => return Some(x::decode_struct_object::<ResourceAllocationInfo>(r)),
+        167 => return Some(x::decode_struct_object::<ResourceAllocationOption>(r)),
+        168 => return Some(x::decode_struct_object::<ResourceConfigOption>(r)),
+        169 => return Some(x::decode_struct_object::<ResourceConfigSpec>(r)),
+        171 => return Some(x::decode_struct_object::<ResourceInUse>(r)),
+        #[cfg(feature = "all-faults")] 172 => return Some(x::decode_struct_object::<ResourceNotAvailable>(r)),
+        #[cfg(feature = "all-events")] 173 => return Some(x::decode_struct_object::<ResourcePoolCreatedEvent>(r)),
+        #[cfg(feature = "all-events")] 174 => return Some(x::decode_struct_object::<ResourcePoolDestroyedEvent>(r)),
+        #[cfg(feature = "all-events")] 175 => return Some(x::decode_struct_object::<ResourcePoolEvent>(r)),
+        #[cfg(feature = "all-events")] 176 => return Some(x::decode_struct_object::<ResourcePoolEventArgument>(r)),
+        #[cfg(feature = "all-events")] 177 => return Some(x::decode_struct_object::<ResourcePoolMovedEvent>(r)),
+        178 => return Some(x::decode_struct_object::<ResourcePoolQuickStats>(r)),
+        #[cfg(feature = "all-events")] 179 => return Some(x::decode_struct_object::<ResourcePoolReconfiguredEvent>(r)),
+        180 => return Some(x::decode_struct_object::<ResourcePoolResourceUsage>(r)),
+        181 => return Some(x::decode_struct_object::<ResourcePoolRuntimeInfo>(r)),
+        182 => return Some(x::decode_struct_object::<ResourcePoolSummary>(r)),
+        #[cfg(feature = "all-events")] 183 => return Some(x::decode_struct_object::<ResourceViolatedEvent>(r)),
+        #[cfg(feature = "all-faults")] 187 => return Some(x::decode_struct_object::<RestrictedByAdministrator>(r)),
+        188 => return Some(x::decode_struct_object::<RestrictedVersion>(r)),
+        211 => return Some(x::decode_struct_object::<RetrieveOptions>(r)),
+        215 => return Some(x::decode_struct_object::<RetrieveResult>(r)),
+        224 => return Some(x::decode_struct_object::<RetrieveVStorageObjSpec>(r)),
+        #[cfg(feature = "all-events")] 236 => return Some(x::decode_struct_object::<RoleAddedEvent>(r)),
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecommendationReasonCode(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecommendationType(v), Err(e) => return Some(Err(e)) },
+        130 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationDiskConfigFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
+        139 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmConfigFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
+        141 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
+        143 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmInProgressFaultActivity(v), Err(e) => return Some(Err(e)) },
+        145 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmState(v), Err(e) => return Some(Err(e)) },
+        170 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourceConfigSpecScaleSharesBehavior(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+/// A value of one of this chunk's enumerations or arrays, as an `anyType`
+/// slot holds it (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    #[cfg(feature = "all-faults")] RDMConversionNotSupported(Box<RDMConversionNotSupported>),
-    #[cfg(feature = "all-faults")] RDMNotPreserved(Box<RDMNotPreserved>),
-    #[cfg(feature = "all-faults")] RDMNotSupported(Box<RDMNotSupported>),
-    #[cfg(feature = "all-faults")] RDMNotSupportedOnDatastore(Box<RDMNotSupportedOnDatastore>),
-    #[cfg(feature = "all-faults")] RDMPointsToInaccessibleDisk(Box<RDMPointsToInaccessibleDisk>),
-    #[cfg(feature = "all-faults")] RawDiskNotSupported(Box<RawDiskNotSupported>),
-    #[cfg(feature = "all-faults")] ReadHostResourcePoolTreeFailed(Box<ReadHostResourcePoolTreeFailed>),
-    #[cfg(feature = "all-faults")] ReadOnlyDisksWithLegacyDestination(Box<ReadOnlyDisksWithLegacyDestination>),
-    #[cfg(feature = "all-faults")] RebootRequired(Box<RebootRequired>),
     RecommendationReasonCode(Box<RecommendationReasonCode>),
     RecommendationType(Box<RecommendationType>),
-    #[cfg(feature = "all-faults")] RecordReplayDisabled(Box<RecordReplayDisabled>),
-    #[cfg(feature = "all-events")] RecoveryEvent(Box<RecoveryEvent>),
-    #[cfg(feature = "admin")] RecurrentTaskScheduler(Box<RecurrentTaskScheduler>),
-    #[cfg(feature = "admin")] Relation(Box<Relation>),
-    #[cfg(feature = "all-faults")] RemoteDeviceNotSupported(Box<RemoteDeviceNotSupported>),
-    #[cfg(feature = "all-events")] RemoteTSMEnabledEvent(Box<RemoteTSMEnabledEvent>),
-    #[cfg(feature = "all-faults")] RemoveFailed(Box<RemoveFailed>),
-    #[cfg(feature = "all-faults")] ReplicationConfigFault(Box<ReplicationConfigFault>),
-    ReplicationConfigSpec(Box<ReplicationConfigSpec>),
-    #[cfg(feature = "all-faults")] ReplicationDiskConfigFault(Box<ReplicationDiskConfigFault>),
     ReplicationDiskConfigFaultReasonForFault(Box<ReplicationDiskConfigFaultReasonForFault>),
-    #[cfg(feature = "all-faults")] ReplicationFault(Box<ReplicationFault>),
-    ReplicationGroupId(Box<ReplicationGroupId>),
-    #[cfg(feature = "all-faults")] ReplicationIncompatibleWithFT(Box<ReplicationIncompatibleWithFT>),
-    ReplicationInfoDiskSettings(Box<ReplicationInfoDiskSettings>),
-    #[cfg(feature = "all-faults")] ReplicationInvalidOptions(Box<ReplicationInvalidOptions>),
-    #[cfg(feature = "all-faults")] ReplicationNotSupportedOnHost(Box<ReplicationNotSupportedOnHost>),
-    ReplicationSpec(Box<ReplicationSpec>),
-    #[cfg(feature = "all-faults")] ReplicationVmConfigFault(Box<ReplicationVmConfigFault>),
     ReplicationVmConfigFaultReasonForFault(Box<ReplicationVmConfigFaultReasonForFault>),
-    #[cfg(feature = "all-faults")] ReplicationVmFault(Box<ReplicationVmFault>),
     ReplicationVmFaultReasonForFault(Box<ReplicationVmFaultReasonForFault>),
-    #[cfg(feature = "all-faults")] ReplicationVmInProgressFault(Box<ReplicationVmInProgressFault>),
     ReplicationVmInProgressFaultActivity(Box<ReplicationVmInProgressFaultActivity>),
-    ReplicationVmProgressInfo(Box<ReplicationVmProgressInfo>),
     ReplicationVmState(Box<ReplicationVmState>),
-    RequestCanceled(Box<RequestCanceled>),
+    ResourceConfigSpecScaleSharesBehavior(Box<ResourceConfigSpecScaleSharesBehavior>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -660,96 +947,17 @@ unsafe impl Send for Object {}
 // SAFETY: as above.
 unsafe impl Sync for Object {}
 
-/// Decodes the current element as the type at `index` of `CHUNK.types`.
-fn decode(
-    index: usize,
-    r: &mut x::XmlReader<'_>,
-) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMConversionNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotPreserved(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotSupportedOnDatastore(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMPointsToInaccessibleDisk(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RawDiskNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReadHostResourcePoolTreeFailed(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReadOnlyDisksWithLegacyDestination(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RebootRequired(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecommendationReasonCode(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecommendationType(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecordReplayDisabled(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecoveryEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecurrentTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Relation(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteDeviceNotSupported(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-events")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoveFailed(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationConfigFault(v), Err(e) => return Some(Err(e)) },
-        128 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationConfigSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 129 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationDiskConfigFault(v), Err(e) => return Some(Err(e)) },
-        130 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationDiskConfigFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 131 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationFault(v), Err(e) => return Some(Err(e)) },
-        132 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationGroupId(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationIncompatibleWithFT(v), Err(e) => return Some(Err(e)) },
-        134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationInfoDiskSettings(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 135 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationInvalidOptions(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 136 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationNotSupportedOnHost(v), Err(e) => return Some(Err(e)) },
-        137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationSpec(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 138 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmConfigFault(v), Err(e) => return Some(Err(e)) },
-        139 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmConfigFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 140 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmFault(v), Err(e) => return Some(Err(e)) },
-        141 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
-        #[cfg(feature = "all-faults")] 142 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmInProgressFault(v), Err(e) => return Some(Err(e)) },
-        143 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmInProgressFaultActivity(v), Err(e) => return Some(Err(e)) },
-        144 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmProgressInfo(v), Err(e) => return Some(Err(e)) },
-        145 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmState(v), Err(e) => return Some(Err(e)) },
-        146 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RequestCanceled(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
-}
-
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RDMNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RebootRequired(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RecommendationReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RecommendationType(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")] Object::Relation(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationDiskConfigFaultReasonForFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationGroupId(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationInfoDiskSettings(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmConfigFaultReasonForFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmFaultReasonForFault(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmInProgressFaultActivity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationVmProgressInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RequestCanceled(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ResourceConfigSpecScaleSharesBehavior(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -763,44 +971,14 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(_) => "RDMConversionNotSupported",
-            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(_) => "RDMNotPreserved",
-            #[cfg(feature = "all-faults")] Object::RDMNotSupported(_) => "RDMNotSupported",
-            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(_) => "RDMNotSupportedOnDatastore",
-            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(_) => "RDMPointsToInaccessibleDisk",
-            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(_) => "RawDiskNotSupported",
-            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(_) => "ReadHostResourcePoolTreeFailed",
-            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(_) => "ReadOnlyDisksWithLegacyDestination",
-            #[cfg(feature = "all-faults")] Object::RebootRequired(_) => "RebootRequired",
             Object::RecommendationReasonCode(_) => "RecommendationReasonCode",
             Object::RecommendationType(_) => "RecommendationType",
-            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(_) => "RecordReplayDisabled",
-            #[cfg(feature = "all-events")] Object::RecoveryEvent(_) => "RecoveryEvent",
-            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(_) => "RecurrentTaskScheduler",
-            #[cfg(feature = "admin")] Object::Relation(_) => "Relation",
-            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(_) => "RemoteDeviceNotSupported",
-            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(_) => "RemoteTSMEnabledEvent",
-            #[cfg(feature = "all-faults")] Object::RemoveFailed(_) => "RemoveFailed",
-            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(_) => "ReplicationConfigFault",
-            Object::ReplicationConfigSpec(_) => "ReplicationConfigSpec",
-            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(_) => "ReplicationDiskConfigFault",
             Object::ReplicationDiskConfigFaultReasonForFault(_) => "ReplicationDiskConfigFaultReasonForFault",
-            #[cfg(feature = "all-faults")] Object::ReplicationFault(_) => "ReplicationFault",
-            Object::ReplicationGroupId(_) => "ReplicationGroupId",
-            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(_) => "ReplicationIncompatibleWithFT",
-            Object::ReplicationInfoDiskSettings(_) => "ReplicationInfoDiskSettings",
-            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(_) => "ReplicationInvalidOptions",
-            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(_) => "ReplicationNotSupportedOnHost",
-            Object::ReplicationSpec(_) => "ReplicationSpec",
-            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(_) => "ReplicationVmConfigFault",
             Object::ReplicationVmConfigFaultReasonForFault(_) => "ReplicationVmConfigFaultReasonForFault",
-            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(_) => "ReplicationVmFault",
             Object::ReplicationVmFaultReasonForFault(_) => "ReplicationVmFaultReasonForFault",
-            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(_) => "ReplicationVmInProgressFault",
             Object::ReplicationVmInProgressFaultActivity(_) => "ReplicationVmInProgressFaultActivity",
-            Object::ReplicationVmProgressInfo(_) => "ReplicationVmProgressInfo",
             Object::ReplicationVmState(_) => "ReplicationVmState",
-            Object::RequestCanceled(_) => "RequestCanceled",
+            Object::ResourceConfigSpecScaleSharesBehavior(_) => "ResourceConfigSpecScaleSharesBehavior",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -820,192 +998,18 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RDMNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RebootRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RecommendationReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RecommendationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "admin")] Object::Relation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationDiskConfigFaultReasonForFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationGroupId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationInfoDiskSettings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmConfigFaultReasonForFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmFaultReasonForFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmInProgressFaultActivity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationVmProgressInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RequestCanceled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ResourceConfigSpecScaleSharesBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RDMConversionNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RDMConversionNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMConversionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMConversionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RDMNotPreserved {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RDMNotPreserved(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMNotPreserved(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMNotPreserved(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RDMNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RDMNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RDMNotSupportedOnDatastore {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RDMNotSupportedOnDatastore(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMNotSupportedOnDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMNotSupportedOnDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RDMPointsToInaccessibleDisk {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RDMPointsToInaccessibleDisk(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMPointsToInaccessibleDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMPointsToInaccessibleDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RawDiskNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RawDiskNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RawDiskNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RawDiskNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReadHostResourcePoolTreeFailed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReadHostResourcePoolTreeFailed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReadHostResourcePoolTreeFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReadHostResourcePoolTreeFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReadOnlyDisksWithLegacyDestination {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReadOnlyDisksWithLegacyDestination(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReadOnlyDisksWithLegacyDestination(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReadOnlyDisksWithLegacyDestination(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RebootRequired {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RebootRequired(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RebootRequired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RebootRequired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
 
 impl x::ObjectType for RecommendationReasonCode {
     type Object = Object;
@@ -1015,11 +1019,11 @@ impl x::ObjectType for RecommendationReasonCode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecommendationReasonCode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::RecommendationReasonCode(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecommendationReasonCode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::RecommendationReasonCode(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1031,171 +1035,11 @@ impl x::ObjectType for RecommendationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecommendationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::RecommendationType(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecommendationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RecordReplayDisabled {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RecordReplayDisabled(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecordReplayDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecordReplayDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for RecoveryEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RecoveryEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecoveryEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecoveryEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for RecurrentTaskScheduler {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RecurrentTaskScheduler(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecurrentTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecurrentTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "admin")] impl x::ObjectType for Relation {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::Relation(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Relation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Relation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RemoteDeviceNotSupported {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RemoteDeviceNotSupported(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RemoteDeviceNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RemoteDeviceNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-events")] impl x::ObjectType for RemoteTSMEnabledEvent {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RemoteTSMEnabledEvent(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RemoteTSMEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RemoteTSMEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for RemoveFailed {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::RemoveFailed(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RemoveFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RemoveFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationConfigFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationConfigFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ReplicationConfigSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationConfigSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationDiskConfigFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationDiskConfigFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationDiskConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationDiskConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::RecommendationType(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1207,139 +1051,11 @@ impl x::ObjectType for ReplicationDiskConfigFaultReasonForFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationDiskConfigFaultReasonForFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ReplicationDiskConfigFaultReasonForFault(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationDiskConfigFaultReasonForFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ReplicationGroupId {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationGroupId(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationGroupId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationGroupId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationIncompatibleWithFT {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationIncompatibleWithFT(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationIncompatibleWithFT(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationIncompatibleWithFT(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ReplicationInfoDiskSettings {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationInfoDiskSettings(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationInfoDiskSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationInfoDiskSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationInvalidOptions {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationInvalidOptions(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationInvalidOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationInvalidOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationNotSupportedOnHost {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationNotSupportedOnHost(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationNotSupportedOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationNotSupportedOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ReplicationSpec {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationSpec(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationVmConfigFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationVmConfigFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ReplicationDiskConfigFaultReasonForFault(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1351,27 +1067,11 @@ impl x::ObjectType for ReplicationVmConfigFaultReasonForFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmConfigFaultReasonForFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ReplicationVmConfigFaultReasonForFault(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmConfigFaultReasonForFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationVmFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationVmFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ReplicationVmConfigFaultReasonForFault(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1383,27 +1083,11 @@ impl x::ObjectType for ReplicationVmFaultReasonForFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmFaultReasonForFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ReplicationVmFaultReasonForFault(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmFaultReasonForFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationVmInProgressFault {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationVmInProgressFault(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmInProgressFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmInProgressFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ReplicationVmFaultReasonForFault(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1415,27 +1099,11 @@ impl x::ObjectType for ReplicationVmInProgressFaultActivity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmInProgressFaultActivity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ReplicationVmInProgressFaultActivity(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmInProgressFaultActivity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
-    }
-}
-
-impl x::ObjectType for ReplicationVmProgressInfo {
-    type Object = Object;
-    #[inline]
-    fn into_object(value: Box<Self>) -> Object {
-        Object::ReplicationVmProgressInfo(value)
-    }
-    #[inline]
-    fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmProgressInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
-    }
-    #[inline]
-    fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmProgressInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ReplicationVmInProgressFaultActivity(v) => Ok(v), other => Err(other), }
     }
 }
 
@@ -1447,26 +1115,26 @@ impl x::ObjectType for ReplicationVmState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ReplicationVmState(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ReplicationVmState(v) => Ok(v), other => Err(other), }
     }
 }
 
-impl x::ObjectType for RequestCanceled {
+impl x::ObjectType for ResourceConfigSpecScaleSharesBehavior {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
-        Object::RequestCanceled(value)
+        Object::ResourceConfigSpecScaleSharesBehavior(value)
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RequestCanceled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
+        match object { Object::ResourceConfigSpecScaleSharesBehavior(v) => Some(v), _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RequestCanceled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
+        match object { Object::ResourceConfigSpecScaleSharesBehavior(v) => Ok(v), other => Err(other), }
     }
 }

@@ -130,31 +130,40 @@ impl AnyHostMemberHealthCheckResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
-            Ok(chunks::h_5::Object::HostMemberHealthCheckResult(v)) => {
-                return Ok(Self::HostMemberHealthCheckResult(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "HostMemberHealthCheckResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostMemberHealthCheckResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_5::Object::HostMemberUplinkHealthCheckResult(v)) => {
-                return Ok(Self::HostMemberUplinkHealthCheckResult(v));
+            "HostMemberUplinkHealthCheckResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostMemberUplinkHealthCheckResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VMwareDVSMtuHealthCheckResult(v)) => {
-                return Ok(Self::VMwareDVSMtuHealthCheckResult(v));
+            "VMwareDVSMtuHealthCheckResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMwareDVSMtuHealthCheckResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_1::Object::VMwareDVSTeamingHealthCheckResult(v)) => {
-                return Ok(Self::VMwareDVSTeamingHealthCheckResult(v));
+            "VMwareDVSTeamingHealthCheckResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMwareDVSTeamingHealthCheckResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::v_1::Object::VMwareDVSVlanHealthCheckResult(v)) => {
-                return Ok(Self::VMwareDVSVlanHealthCheckResult(v));
+            "VMwareDVSVlanHealthCheckResult" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMwareDVSVlanHealthCheckResult(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyHostMemberHealthCheckResult {
@@ -405,25 +414,31 @@ impl AnyHostMultipathInfoLogicalUnitPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_5::Object::HostMultipathInfoLogicalUnitPolicy(v)) => {
-                return Ok(Self::HostMultipathInfoLogicalUnitPolicy(v));
+            "HostMultipathInfoLogicalUnitPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostMultipathInfoLogicalUnitPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_5::Object::HostMultipathInfoFixedLogicalUnitPolicy(v)) => {
-                return Ok(Self::HostMultipathInfoFixedLogicalUnitPolicy(v));
+            "HostMultipathInfoFixedLogicalUnitPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostMultipathInfoFixedLogicalUnitPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
             #[cfg(feature = "admin")]
-            Ok(chunks::h_5::Object::HostMultipathInfoHppLogicalUnitPolicy(v)) => {
-                return Ok(Self::HostMultipathInfoHppLogicalUnitPolicy(v));
+            "HostMultipathInfoHppLogicalUnitPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostMultipathInfoHppLogicalUnitPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -673,27 +688,40 @@ impl AnyHostNvmeTransportParameters {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
-            Ok(chunks::h_6::Object::HostNvmeTransportParameters(v)) => {
-                return Ok(Self::HostNvmeTransportParameters(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "HostNvmeTransportParameters" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNvmeTransportParameters(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_6::Object::HostNvmeOpaqueTransportParameters(v)) => {
-                return Ok(Self::HostNvmeOpaqueTransportParameters(v));
+            "HostNvmeOpaqueTransportParameters" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNvmeOpaqueTransportParameters(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_6::Object::HostNvmeOverFibreChannelParameters(v)) => {
-                return Ok(Self::HostNvmeOverFibreChannelParameters(v));
+            "HostNvmeOverFibreChannelParameters" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNvmeOverFibreChannelParameters(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_6::Object::HostNvmeOverRdmaParameters(v)) => {
-                return Ok(Self::HostNvmeOverRdmaParameters(v));
+            "HostNvmeOverRdmaParameters" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNvmeOverRdmaParameters(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::h_6::Object::HostNvmeOverTcpParameters(v)) => {
-                return Ok(Self::HostNvmeOverTcpParameters(v));
+            "HostNvmeOverTcpParameters" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostNvmeOverTcpParameters(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyHostNvmeTransportParameters {
@@ -912,26 +940,24 @@ impl AnyHostPciPassthruConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_7::Object::HostPciPassthruConfig(v)) => {
-                return Ok(Self::HostPciPassthruConfig(v));
+            "HostPciPassthruConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostPciPassthruConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::h_8::Object::HostSriovConfig(v)) => {
-                return Ok(Self::HostSriovConfig(v));
+            "HostSriovConfig" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::HostSriovConfig(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -1016,215 +1042,6 @@ impl x::VariantOf<AnyHostPciPassthruConfig> for HostSriovConfig {
     fn variant_ref(any: &AnyHostPciPassthruConfig) -> Option<&Self> {
         match any {
             AnyHostPciPassthruConfig::HostSriovConfig(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-/// `HostPciPassthruInfo` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
-///
-/// An `xsi:type` this version does not know decodes as [`AnyHostPciPassthruInfo::HostPciPassthruInfo`].
-#[non_exhaustive]
-pub enum AnyHostPciPassthruInfo {
-    #[cfg(feature = "admin")]
-    HostPciPassthruInfo(Box<HostPciPassthruInfo>),
-    #[cfg(feature = "admin")]
-    HostSriovInfo(Box<HostSriovInfo>),
-}
-#[cfg(feature = "admin")]
-impl Default for AnyHostPciPassthruInfo {
-    fn default() -> Self {
-        Self::HostPciPassthruInfo(Box::default())
-    }
-}
-#[cfg(feature = "admin")]
-impl AnyHostPciPassthruInfo {
-    /// The XML type name of the value held.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            #[cfg(feature = "admin")]
-            Self::HostPciPassthruInfo(_) => "HostPciPassthruInfo",
-            #[cfg(feature = "admin")]
-            Self::HostSriovInfo(_) => "HostSriovInfo",
-        }
-    }
-    /// The value held as `T`, if it is exactly a `T`.
-    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
-        T::variant_ref(self)
-    }
-}
-#[cfg(feature = "admin")]
-impl x::FromValue for AnyHostPciPassthruInfo {
-    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "HostPciPassthruInfo", Self::from_object)
-    }
-}
-#[cfg(feature = "admin")]
-impl x::ArrayItem for AnyHostPciPassthruInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciPassthruInfo";
-    const ITEM_TAG: &'static str = "HostPciPassthruInfo";
-}
-// SAFETY: every variant is a Box of a generated type whose fields are all
-// Send + Sync (asserted for each variant type by the generated thread_safety test).
-#[cfg(feature = "admin")] unsafe impl Send for AnyHostPciPassthruInfo {}
-// SAFETY: as above.
-#[cfg(feature = "admin")] unsafe impl Sync for AnyHostPciPassthruInfo {}
-#[cfg(feature = "admin")]
-impl std::fmt::Debug for AnyHostPciPassthruInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            #[cfg(feature = "admin")]
-            Self::HostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            #[cfg(feature = "admin")]
-            Self::HostSriovInfo(v) => std::fmt::Debug::fmt(&**v, f),
-        }
-    }
-}
-#[cfg(feature = "admin")]
-impl PartialEq for AnyHostPciPassthruInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_encoding(self, other)
-    }
-}
-#[cfg(feature = "admin")]
-impl Clone for AnyHostPciPassthruInfo {
-    #[inline]
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "admin")]
-            Self::HostPciPassthruInfo(v) => {
-                Self::HostPciPassthruInfo(Box::new((**v).clone()))
-            }
-            #[cfg(feature = "admin")]
-            Self::HostSriovInfo(v) => Self::HostSriovInfo(Box::new((**v).clone())),
-        }
-    }
-}
-#[cfg(feature = "admin")]
-impl x::Encode for AnyHostPciPassthruInfo {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            #[cfg(feature = "admin")]
-            Self::HostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, None),
-            #[cfg(feature = "admin")]
-            Self::HostSriovInfo(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSriovInfo"))
-            }
-        }
-    }
-}
-#[cfg(feature = "admin")]
-impl AnyHostPciPassthruInfo {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::h_7::Object::HostPciPassthruInfo(v)) => {
-                return Ok(Self::HostPciPassthruInfo(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
-            #[cfg(feature = "admin")]
-            Ok(chunks::h_8::Object::HostSriovInfo(v)) => {
-                return Ok(Self::HostSriovInfo(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
-    }
-}
-#[cfg(feature = "admin")]
-impl x::Decode for AnyHostPciPassthruInfo {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        let mut ancestor: Option<&'static str> = None;
-        for _ in 0..64 {
-            let type_name = match ancestor {
-                Some(name) => Some(name),
-                None => r.xsi_type(),
-            };
-            return Ok(
-                match type_name {
-                    #[cfg(feature = "admin")]
-                    Some("HostSriovInfo") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostSriovInfo(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some(name) => {
-                        match r.registry().base_of(name) {
-                            Some(base) => {
-                                ancestor = Some(base);
-                                continue;
-                            }
-                            None => {
-                                match x::Decode::decode_boxed(r) {
-                                    Ok(v) => Self::HostPciPassthruInfo(v),
-                                    Err(e) => return Err(e),
-                                }
-                            }
-                        }
-                    }
-                    None => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostPciPassthruInfo(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                },
-            );
-        }
-        Ok(
-            match x::Decode::decode_boxed(r) {
-                Ok(v) => Self::HostPciPassthruInfo(v),
-                Err(e) => return Err(e),
-            },
-        )
-    }
-}
-#[cfg(feature = "admin")]
-impl<T: x::VariantOf<AnyHostPciPassthruInfo>> From<T> for AnyHostPciPassthruInfo {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyHostPciPassthruInfo> for HostPciPassthruInfo {
-    #[inline]
-    fn into_variant(self) -> AnyHostPciPassthruInfo {
-        AnyHostPciPassthruInfo::HostPciPassthruInfo(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyHostPciPassthruInfo) -> Option<&Self> {
-        match any {
-            AnyHostPciPassthruInfo::HostPciPassthruInfo(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-#[cfg(feature = "admin")]
-impl x::VariantOf<AnyHostPciPassthruInfo> for HostSriovInfo {
-    #[inline]
-    fn into_variant(self) -> AnyHostPciPassthruInfo {
-        AnyHostPciPassthruInfo::HostSriovInfo(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyHostPciPassthruInfo) -> Option<&Self> {
-        match any {
-            AnyHostPciPassthruInfo::HostSriovInfo(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }

@@ -119,30 +119,46 @@ impl AnyCustomizationName {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomizationName(v)) => {
-                return Ok(Self::CustomizationName(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "CustomizationName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationCustomName(v)) => {
-                return Ok(Self::CustomizationCustomName(v));
+            "CustomizationCustomName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationCustomName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationFixedName(v)) => {
-                return Ok(Self::CustomizationFixedName(v));
+            "CustomizationFixedName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationFixedName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationPrefixName(v)) => {
-                return Ok(Self::CustomizationPrefixName(v));
+            "CustomizationPrefixName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationPrefixName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationUnknownName(v)) => {
-                return Ok(Self::CustomizationUnknownName(v));
+            "CustomizationUnknownName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationUnknownName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationVirtualMachineName(v)) => {
-                return Ok(Self::CustomizationVirtualMachineName(v));
+            "CustomizationVirtualMachineName" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationVirtualMachineName(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyCustomizationName {
@@ -359,21 +375,28 @@ impl AnyCustomizationOptions {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomizationOptions(v)) => {
-                return Ok(Self::CustomizationOptions(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "CustomizationOptions" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationOptions(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationLinuxOptions(v)) => {
-                return Ok(Self::CustomizationLinuxOptions(v));
+            "CustomizationLinuxOptions" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationLinuxOptions(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(chunks::c_4::Object::CustomizationWinOptions(v)) => {
-                return Ok(Self::CustomizationWinOptions(v));
+            "CustomizationWinOptions" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::CustomizationWinOptions(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyCustomizationOptions {
@@ -522,22 +545,22 @@ impl AnyDVPortSetting {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            Ok(chunks::d_1::Object::DVPortSetting(v)) => {
-                return Ok(Self::DVPortSetting(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DVPortSetting" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortSetting(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VMwareDVSPortSetting(v)) => {
-                return Ok(Self::VMwareDVSPortSetting(v));
+            "VMwareDVSPortSetting" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMwareDVSPortSetting(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDVPortSetting {
@@ -669,22 +692,22 @@ impl AnyDVPortgroupPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            Ok(chunks::d_1::Object::DVPortgroupPolicy(v)) => {
-                return Ok(Self::DVPortgroupPolicy(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DVPortgroupPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVPortgroupPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VMwareDVSPortgroupPolicy(v)) => {
-                return Ok(Self::VMwareDVSPortgroupPolicy(v));
+            "VMwareDVSPortgroupPolicy" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMwareDVSPortgroupPolicy(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDVPortgroupPolicy {
@@ -833,26 +856,24 @@ impl AnyDVSConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
             #[cfg(feature = "admin")]
-            Ok(chunks::d_1::Object::DVSConfigInfo(v)) => {
-                return Ok(Self::DVSConfigInfo(v));
+            "DVSConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVSConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
             #[cfg(feature = "admin")]
-            Ok(chunks::v_1::Object::VMwareDVSConfigInfo(v)) => {
-                return Ok(Self::VMwareDVSConfigInfo(v));
+            "VMwareDVSConfigInfo" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMwareDVSConfigInfo(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -1018,22 +1039,22 @@ impl AnyDVSConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            Ok(chunks::d_1::Object::DVSConfigSpec(v)) => {
-                return Ok(Self::DVSConfigSpec(v));
+        let object = x::take_chunk::<x::StructObject>(object)?;
+        match object.type_name() {
+            "DVSConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::DVSConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VMwareDVSConfigSpec(v)) => {
-                return Ok(Self::VMwareDVSConfigSpec(v));
+            "VMwareDVSConfigSpec" => {
+                match object.downcast() {
+                    Ok(v) => Ok(Self::VMwareDVSConfigSpec(v)),
+                    Err(object) => Err(x::box_object(object)),
+                }
             }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+            _ => Err(x::box_object(object)),
+        }
     }
 }
 impl x::Decode for AnyDVSConfigSpec {
@@ -1083,153 +1104,6 @@ impl x::VariantOf<AnyDVSConfigSpec> for VMwareDVSConfigSpec {
     fn variant_ref(any: &AnyDVSConfigSpec) -> Option<&Self> {
         match any {
             AnyDVSConfigSpec::VMwareDVSConfigSpec(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-/// `DVSFeatureCapability` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
-///
-/// An `xsi:type` this version does not know decodes as [`AnyDVSFeatureCapability::DVSFeatureCapability`].
-#[non_exhaustive]
-pub enum AnyDVSFeatureCapability {
-    DVSFeatureCapability(Box<DVSFeatureCapability>),
-    VMwareDVSFeatureCapability(Box<VMwareDVSFeatureCapability>),
-}
-impl Default for AnyDVSFeatureCapability {
-    fn default() -> Self {
-        Self::DVSFeatureCapability(Box::default())
-    }
-}
-impl AnyDVSFeatureCapability {
-    /// The XML type name of the value held.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Self::DVSFeatureCapability(_) => "DVSFeatureCapability",
-            Self::VMwareDVSFeatureCapability(_) => "VMwareDVSFeatureCapability",
-        }
-    }
-    /// The value held as `T`, if it is exactly a `T`.
-    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
-        T::variant_ref(self)
-    }
-}
-impl x::FromValue for AnyDVSFeatureCapability {
-    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "DVSFeatureCapability", Self::from_object)
-    }
-}
-// SAFETY: every variant is a Box of a generated type whose fields are all
-// Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyDVSFeatureCapability {}
-// SAFETY: as above.
-unsafe impl Sync for AnyDVSFeatureCapability {}
-impl std::fmt::Debug for AnyDVSFeatureCapability {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::DVSFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VMwareDVSFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
-        }
-    }
-}
-impl PartialEq for AnyDVSFeatureCapability {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_encoding(self, other)
-    }
-}
-impl Clone for AnyDVSFeatureCapability {
-    #[inline]
-    fn clone(&self) -> Self {
-        match self {
-            Self::DVSFeatureCapability(v) => {
-                Self::DVSFeatureCapability(Box::new((**v).clone()))
-            }
-            Self::VMwareDVSFeatureCapability(v) => {
-                Self::VMwareDVSFeatureCapability(Box::new((**v).clone()))
-            }
-        }
-    }
-}
-impl x::Encode for AnyDVSFeatureCapability {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            Self::DVSFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, None),
-            Self::VMwareDVSFeatureCapability(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMwareDVSFeatureCapability"))
-            }
-        }
-    }
-}
-impl AnyDVSFeatureCapability {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            Ok(chunks::d_1::Object::DVSFeatureCapability(v)) => {
-                return Ok(Self::DVSFeatureCapability(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VMwareDVSFeatureCapability(v)) => {
-                return Ok(Self::VMwareDVSFeatureCapability(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
-    }
-}
-impl x::Decode for AnyDVSFeatureCapability {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("VMwareDVSFeatureCapability") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VMwareDVSFeatureCapability(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DVSFeatureCapability(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-            },
-        )
-    }
-}
-impl<T: x::VariantOf<AnyDVSFeatureCapability>> From<T> for AnyDVSFeatureCapability {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-impl x::VariantOf<AnyDVSFeatureCapability> for DVSFeatureCapability {
-    #[inline]
-    fn into_variant(self) -> AnyDVSFeatureCapability {
-        AnyDVSFeatureCapability::DVSFeatureCapability(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyDVSFeatureCapability) -> Option<&Self> {
-        match any {
-            AnyDVSFeatureCapability::DVSFeatureCapability(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyDVSFeatureCapability> for VMwareDVSFeatureCapability {
-    #[inline]
-    fn into_variant(self) -> AnyDVSFeatureCapability {
-        AnyDVSFeatureCapability::VMwareDVSFeatureCapability(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyDVSFeatureCapability) -> Option<&Self> {
-        match any {
-            AnyDVSFeatureCapability::VMwareDVSFeatureCapability(v) => Some(v),
             _ => None,
         }
     }
