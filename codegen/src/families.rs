@@ -294,19 +294,13 @@ pub struct Gates {
     pub properties: BTreeMap<String, &'static str>,
 }
 
-/// The managed objects, operations and properties of the managed object
-/// families: a managed object stays when one outside its family derives from
-/// it, an operation is gated when every managed object declaring it is (with
-/// the same feature) or its family names it, a property when its family
-/// names it and its object is not gated.
-#[allow(clippy::type_complexity)]
+/// The managed objects and operations of the managed object families: a
+/// managed object stays when one outside its family derives from it, an
+/// operation is gated when every managed object declaring it is (with the
+/// same feature) or its family names it.
 fn managed_object_gates(
     model: &Model,
-) -> (
-    BTreeMap<&str, &'static str>,
-    BTreeMap<&str, &'static str>,
-    BTreeMap<String, &'static str>,
-) {
+) -> (BTreeMap<&str, &'static str>, BTreeMap<&str, &'static str>) {
     let mut objects: BTreeMap<&str, &'static str> = BTreeMap::new();
     for family in MANAGED_OBJECT_FAMILIES {
         for name in family.managed_objects {
@@ -350,13 +344,25 @@ fn managed_object_gates(
             },
         )
         .collect();
-    let mut properties = BTreeMap::new();
     for family in MANAGED_OBJECT_FAMILIES {
         for name in family.operations {
             if let Some((name, _)) = model.operations.get_key_value(*name) {
                 operations.insert(name, family.feature);
             }
         }
+    }
+    (objects, operations)
+}
+
+/// The properties the managed object families name (`"HostSystem.config"`)
+/// that the schema declares on an object outside every family (`objects`,
+/// the gated ones).
+fn property_gates(
+    model: &Model,
+    objects: &BTreeMap<&str, &'static str>,
+) -> BTreeMap<String, &'static str> {
+    let mut properties = BTreeMap::new();
+    for family in MANAGED_OBJECT_FAMILIES {
         for name in family.properties {
             let Some((mo, property)) = name.split_once('.') else {
                 continue;
@@ -370,12 +376,13 @@ fn managed_object_gates(
             }
         }
     }
-    (objects, operations, properties)
+    properties
 }
 
 /// What each feature gates (see [`Gates`]).
 pub fn gates(model: &Model) -> Gates {
-    let (objects, operations, properties) = managed_object_gates(model);
+    let (objects, operations) = managed_object_gates(model);
+    let properties = property_gates(model, &objects);
     // Who refers to whom: holder -> the complex types and enumerations its
     // fields name. The results of operations and the properties of managed
     // objects outside every family are held by no type: always kept; a gated

@@ -46,6 +46,17 @@ struct Registered {
     object: Option<Variant>,
 }
 
+/// How an `anyType` slot holds a value of one type.
+enum ObjectKind {
+    /// A data object or fault: an `x::StructObject`.
+    Structure,
+    /// A variant of the chunk's `Object` enum.
+    Enumeration,
+    /// A variant of the chunk's `Object` enum, with the Rust item type
+    /// (`AnyVirtualDevice`).
+    Array(String),
+}
+
 /// What an `anyType` slot holds of one type: a structure (an
 /// `x::StructObject`), or a variant of its chunk's `Object` enum.
 struct Variant {
@@ -53,11 +64,7 @@ struct Variant {
     name: String,
     /// The Rust type it boxes (`VirtualDisk`, `Vec<AnyVirtualDevice>`).
     rust: String,
-    /// For an array, the Rust item type (`AnyVirtualDevice`).
-    array_item: Option<String>,
-    /// A structure (data object, fault): held as an `x::StructObject`, not
-    /// as a variant of the chunk's `Object` enum.
-    structure: bool,
+    kind: ObjectKind,
     /// The type's family feature, if gated.
     feature: Option<&'static str>,
     /// Its `#[cfg(..)] ` (`Plan::cfg`), or nothing.
@@ -87,8 +94,7 @@ pub(crate) fn emit(
                 object: (!ty.is_request).then(|| Variant {
                     name: rust.clone(),
                     rust: rust.clone(),
-                    array_item: None,
-                    structure: true,
+                    kind: ObjectKind::Structure,
                     feature: plan.gated.get(&ty.name).copied(),
                     cfg: plan.cfg(&ty.name),
                 }),
@@ -106,8 +112,7 @@ pub(crate) fn emit(
                 object: Some(Variant {
                     name: rust.clone(),
                     rust: rust.clone(),
-                    array_item: None,
-                    structure: false,
+                    kind: ObjectKind::Enumeration,
                     feature: plan.gated.get(&e.name).copied(),
                     cfg: plan.cfg(&e.name),
                 }),
@@ -128,8 +133,7 @@ pub(crate) fn emit(
                 Some(Variant {
                     name: array.name.replace('_', ""),
                     rust: format!("Vec<{item}>"),
-                    array_item: Some(item),
-                    structure: false,
+                    kind: ObjectKind::Array(item),
                     feature,
                     cfg,
                 })
@@ -167,8 +171,8 @@ pub(crate) fn emit(
             // A type's row and its object's lines: a structure's decoder
             // arm, or an enumeration's or array's variant (the enum, each
             // `match`, the `ObjectType` impl).
-            let object = match &registered.object {
-                Some(v) if v.structure => 110,
+            let object = match registered.object.as_ref().map(|v| &v.kind) {
+                Some(ObjectKind::Structure) => 110,
                 Some(_) => 1200,
                 None => 0,
             };
@@ -294,7 +298,10 @@ fn chunk_code(
         _ if objects.is_empty() => "decode: x::RegistryChunk::NO_OBJECTS".to_string(),
         None => "decode".to_string(),
         Some(cfg) => {
-            let predicate = cfg_predicate(cfg);
+            let predicate = cfg
+                .trim()
+                .trim_start_matches("#[cfg(")
+                .trim_end_matches(")]");
             format!(
                 "{}\n    decode,\n    #[cfg(not({predicate}))]\n    decode: x::RegistryChunk::NO_OBJECTS",
                 cfg.trim()
@@ -325,8 +332,10 @@ fn chunk_code(
 /// `Object` enum, with that enum's `x::DataObject` impl and each type's
 /// `x::ObjectType` (`x::ObjectArrayItem`) impl.
 fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String {
-    let (structures, variants): (Vec<_>, Vec<_>) =
-        objects.iter().partition(|(_, _, v)| v.structure);
+    let variants: Vec<_> = objects
+        .iter()
+        .filter(|(_, _, v)| !matches!(v.kind, ObjectKind::Structure))
+        .collect();
     // The enum exists when a variant does, and is gated when every one is.
     let enum_cfg = match variants.iter().all(|(_, _, v)| v.feature.is_some()) {
         true => cfg_attr(variants.iter().filter_map(|(_, _, v)| v.feature)),
@@ -337,51 +346,25 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
         code,
         "/// Decodes the current element as the type at `index` of `CHUNK.types`.\n\
          {chunk_cfg}fn decode(\n    index: usize,\n    r: &mut x::XmlReader<'_>,\n\
-         ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {{\n",
+         ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {{\n    \
+         match index {{\n",
     )
     .ok();
-    let struct_arms: String = structures
-        .iter()
-        .map(|(index, _, v)| {
-            format!(
-                "{ROW}{}{index} => return Some(x::decode_struct_object::<{}>(r)),\n",
-                v.cfg, v.rust
-            )
-        })
-        .collect();
+    // One `match`, each arm the result: a structure's arm is one generic
+    // call, a variant's boxes the chunk's enum (gated with it).
+    for (index, _, v) in objects {
+        let decoded = match v.kind {
+            ObjectKind::Structure => format!("x::decode_struct_object::<{}>(r)", v.rust),
+            _ => format!(
+                "match x::Decode::decode_boxed(r) {{ Ok(v) => Ok(x::box_object(Object::{}(v))), Err(e) => Err(e) }}",
+                v.name
+            ),
+        };
+        writeln!(code, "{ROW}{}{index} => Some({decoded}),", v.cfg).ok();
+    }
+    code.push_str("        _ => None,\n    }\n}\n\n");
     if variants.is_empty() {
-        write!(
-            code,
-            "    match index {{\n{struct_arms}        _ => None,\n    }}\n}}\n"
-        )
-        .ok();
         return code;
-    }
-    write!(
-        code,
-        "    {enum_cfg}let object = match index {{\n{struct_arms}"
-    )
-    .ok();
-    for (index, _, v) in &variants {
-        writeln!(
-            code,
-            "{ROW}{}{index} => match x::Decode::decode_boxed(r) {{ Ok(v) => Object::{}(v), Err(e) => return Some(Err(e)) }},",
-            v.cfg, v.name
-        )
-        .ok();
-    }
-    code.push_str("        _ => return None,\n    };\n");
-    if enum_cfg.is_empty() {
-        code.push_str("    Some(Ok(Box::new(object)))\n}\n\n");
-    } else {
-        // Without the enum's features only the structures' arms are left.
-        write!(
-            code,
-            "    {enum_cfg}return Some(Ok(Box::new(object)));\n    \
-             #[cfg(not({}))]\n    return match index {{\n{struct_arms}        _ => None,\n    }};\n}}\n\n",
-            cfg_predicate(&enum_cfg)
-        )
-        .ok();
     }
     let arms = |arm: &dyn Fn(&str, &str, &Variant) -> String| -> String {
         variants
@@ -454,12 +437,12 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
         String::new()
     };
     for (_, _, v) in &variants {
-        let (header, ty) = match &v.array_item {
-            Some(item) => (
+        let (header, ty) = match &v.kind {
+            ObjectKind::Array(item) => (
                 format!("impl x::ObjectArrayItem for {item}"),
                 v.rust.as_str(),
             ),
-            None => (format!("impl x::ObjectType for {}", v.rust), "Self"),
+            _ => (format!("impl x::ObjectType for {}", v.rust), "Self"),
         };
         let name = &v.name;
         writeln!(
@@ -475,13 +458,6 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
         .ok();
     }
     code
-}
-
-/// The predicate of a `#[cfg(..)] ` attribute.
-fn cfg_predicate(cfg: &str) -> &str {
-    cfg.trim()
-        .trim_start_matches("#[cfg(")
-        .trim_end_matches(")]")
 }
 
 fn field_row(out: &mut String, f: &Field, names: &NameTable) {

@@ -155,20 +155,11 @@ pub(crate) fn validate_paths<T: ManagedObject>(
 /// included) but `left_out`: what a retrieval of every property of a struct
 /// that leaves some out asks for.
 fn held_properties(mo_type: &str, left_out: &[(&str, &str)]) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut current = MANAGED_OBJECTS.get(mo_type);
-    while let Some(object) = current {
-        names.extend(
-            object
-                .properties
-                .iter()
-                .map(|p| p.name)
-                .filter(|name| !left_out.iter().any(|(out, _)| out == name))
-                .map(str::to_string),
-        );
-        current = object.base.and_then(|base| MANAGED_OBJECTS.get(base));
-    }
-    names
+    managed_object_properties(mo_type)
+        .into_iter()
+        .filter(|p| !left_out.iter().any(|(out, _)| *out == p.name))
+        .map(|p| p.name.to_string())
+        .collect()
 }
 
 /// Property paths validated for managed object type `mo_type`: each resolves

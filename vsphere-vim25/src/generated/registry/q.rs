@@ -425,15 +425,14 @@ fn decode(
     index: usize,
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        #[cfg(feature = "all-faults")] 0 => return Some(x::decode_struct_object::<QuarantineModeFault>(r)),
-        #[cfg(feature = "all-faults")] 123 => return Some(x::decode_struct_object::<QuestionPending>(r)),
-        #[cfg(feature = "all-faults")] 124 => return Some(x::decode_struct_object::<QuiesceDatastoreIOForHAFailed>(r)),
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFaultFaultType(v), Err(e) => return Some(Err(e)) },
-        125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceMode(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
+    match index {
+        #[cfg(feature = "all-faults")] 0 => Some(x::decode_struct_object::<QuarantineModeFault>(r)),
+        1 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::QuarantineModeFaultFaultType(v))), Err(e) => Err(e) }),
+        #[cfg(feature = "all-faults")] 123 => Some(x::decode_struct_object::<QuestionPending>(r)),
+        #[cfg(feature = "all-faults")] 124 => Some(x::decode_struct_object::<QuiesceDatastoreIOForHAFailed>(r)),
+        125 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::QuiesceMode(v))), Err(e) => Err(e) }),
+        _ => None,
+    }
 }
 
 /// A value of one of this chunk's enumerations or arrays, as an `anyType`

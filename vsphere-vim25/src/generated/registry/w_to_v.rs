@@ -154,28 +154,27 @@ fn decode(
     index: usize,
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        2 => return Some(x::decode_struct_object::<WaitOptions>(r)),
-        #[cfg(feature = "all-faults")] 3 => return Some(x::decode_struct_object::<WakeOnLanNotSupported>(r)),
-        #[cfg(feature = "all-faults")] 4 => return Some(x::decode_struct_object::<WakeOnLanNotSupportedByVmotionNIC>(r)),
-        #[cfg(feature = "all-events")] 5 => return Some(x::decode_struct_object::<WarningUpgradeEvent>(r)),
-        #[cfg(feature = "admin")] 7 => return Some(x::decode_struct_object::<WeeklyTaskScheduler>(r)),
-        #[cfg(feature = "all-faults")] 8 => return Some(x::decode_struct_object::<WillLoseHAProtection>(r)),
-        #[cfg(feature = "all-faults")] 10 => return Some(x::decode_struct_object::<WillModifyConfigCpuRequirements>(r)),
-        #[cfg(feature = "all-faults")] 11 => return Some(x::decode_struct_object::<WillResetSnapshotDirectory>(r)),
-        12 => return Some(x::decode_struct_object::<WinNetBIOSConfigInfo>(r)),
-        #[cfg(feature = "all-faults")] 13 => return Some(x::decode_struct_object::<WipeDiskFault>(r)),
-        #[cfg(feature = "admin")] 14 => return Some(x::decode_struct_object::<WitnessNodeInfo>(r)),
-        35 => return Some(x::decode_struct_object::<VslmInfrastructureObjectPolicy>(r)),
-        36 => return Some(x::decode_struct_object::<VslmInfrastructureObjectPolicySpec>(r)),
-        37 => return Some(x::decode_struct_object::<VslmVClockInfo>(r)),
-        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeekOfMonth(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtectionResolution(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmDiskInfoFlag(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmVStorageObjectControlFlag(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
+    match index {
+        2 => Some(x::decode_struct_object::<WaitOptions>(r)),
+        #[cfg(feature = "all-faults")] 3 => Some(x::decode_struct_object::<WakeOnLanNotSupported>(r)),
+        #[cfg(feature = "all-faults")] 4 => Some(x::decode_struct_object::<WakeOnLanNotSupportedByVmotionNIC>(r)),
+        #[cfg(feature = "all-events")] 5 => Some(x::decode_struct_object::<WarningUpgradeEvent>(r)),
+        #[cfg(feature = "admin")] 6 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::WeekOfMonth(v))), Err(e) => Err(e) }),
+        #[cfg(feature = "admin")] 7 => Some(x::decode_struct_object::<WeeklyTaskScheduler>(r)),
+        #[cfg(feature = "all-faults")] 8 => Some(x::decode_struct_object::<WillLoseHAProtection>(r)),
+        9 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::WillLoseHAProtectionResolution(v))), Err(e) => Err(e) }),
+        #[cfg(feature = "all-faults")] 10 => Some(x::decode_struct_object::<WillModifyConfigCpuRequirements>(r)),
+        #[cfg(feature = "all-faults")] 11 => Some(x::decode_struct_object::<WillResetSnapshotDirectory>(r)),
+        12 => Some(x::decode_struct_object::<WinNetBIOSConfigInfo>(r)),
+        #[cfg(feature = "all-faults")] 13 => Some(x::decode_struct_object::<WipeDiskFault>(r)),
+        #[cfg(feature = "admin")] 14 => Some(x::decode_struct_object::<WitnessNodeInfo>(r)),
+        34 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::VslmDiskInfoFlag(v))), Err(e) => Err(e) }),
+        35 => Some(x::decode_struct_object::<VslmInfrastructureObjectPolicy>(r)),
+        36 => Some(x::decode_struct_object::<VslmInfrastructureObjectPolicySpec>(r)),
+        37 => Some(x::decode_struct_object::<VslmVClockInfo>(r)),
+        38 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::VslmVStorageObjectControlFlag(v))), Err(e) => Err(e) }),
+        _ => None,
+    }
 }
 
 /// A value of one of this chunk's enumerations or arrays, as an `anyType`

@@ -100,24 +100,23 @@ fn decode(
     index: usize,
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
-    let object = match index {
-        5 => return Some(x::decode_struct_object::<Circle>(r)),
-        11 => return Some(x::decode_struct_object::<Drawing>(r)),
-        12 => return Some(x::decode_struct_object::<DynamicData>(r)),
-        15 => return Some(x::decode_struct_object::<InvalidLogin>(r)),
-        16 => return Some(x::decode_struct_object::<LocalizedMethodFault>(r)),
-        17 => return Some(x::decode_struct_object::<MethodFault>(r)),
-        20 => return Some(x::decode_struct_object::<Shape>(r)),
-        21 => return Some(x::decode_struct_object::<Square>(r)),
-        22 => return Some(x::decode_struct_object::<Triangle>(r)),
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfColor(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfShape(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTriangle(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Color(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Pattern(v), Err(e) => return Some(Err(e)) },
-        _ => return None,
-    };
-    Some(Ok(Box::new(object)))
+    match index {
+        0 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::ArrayOfColor(v))), Err(e) => Err(e) }),
+        2 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::ArrayOfShape(v))), Err(e) => Err(e) }),
+        4 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::ArrayOfTriangle(v))), Err(e) => Err(e) }),
+        5 => Some(x::decode_struct_object::<Circle>(r)),
+        7 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::Color(v))), Err(e) => Err(e) }),
+        11 => Some(x::decode_struct_object::<Drawing>(r)),
+        12 => Some(x::decode_struct_object::<DynamicData>(r)),
+        15 => Some(x::decode_struct_object::<InvalidLogin>(r)),
+        16 => Some(x::decode_struct_object::<LocalizedMethodFault>(r)),
+        17 => Some(x::decode_struct_object::<MethodFault>(r)),
+        18 => Some(match x::Decode::decode_boxed(r) { Ok(v) => Ok(x::box_object(Object::Pattern(v))), Err(e) => Err(e) }),
+        20 => Some(x::decode_struct_object::<Shape>(r)),
+        21 => Some(x::decode_struct_object::<Square>(r)),
+        22 => Some(x::decode_struct_object::<Triangle>(r)),
+        _ => None,
+    }
 }
 
 /// A value of one of this chunk's enumerations or arrays, as an `anyType`
