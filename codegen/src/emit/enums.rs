@@ -73,7 +73,8 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         .ok();
         writeln!(
             code,
-            "impl x::Decode for {rust} {{\n    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {{ Ok(Self::from(r.read_text()?.trim())) }}\n}}"
+            // `match`, not `?`: a `?` here is one more function per enumeration.
+            "impl x::Decode for {rust} {{\n    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {{\n        match r.read_text() {{ Ok(text) => Ok(Self::from(text.trim())), Err(e) => Err(e) }}\n    }}\n}}"
         )
         .ok();
         // Values newer than the enumeration are checked against the

@@ -258,11 +258,19 @@ pub trait ArrayItem: Decode + Encode + Debug + Clone + PartialEq + Send + Sync +
 impl<T: ArrayItem> Decode for Vec<T> {
     fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {
         let mut items = Vec::new();
-        // Items are read whatever their element name: the array type fixes their type.
-        while r.next_child()?.is_some() {
-            r.read_push(&mut items)?;
+        // Items are read whatever their element name: the array type fixes
+        // their type. `match`, not `?`: see the note in `XmlReader::read`.
+        loop {
+            match r.next_child() {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(items),
+                Err(e) => return Err(e),
+            }
+            match r.read_push(&mut items) {
+                Ok(()) => {}
+                Err(e) => return Err(e),
+            }
         }
-        Ok(items)
     }
 }
 

@@ -76,7 +76,10 @@ impl std::fmt::Display for ActionParameter {
 }
 impl x::Decode for ActionParameter {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ActionParameter {
@@ -187,7 +190,10 @@ impl std::fmt::Display for ActionType {
 }
 impl x::Decode for ActionType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ActionType {
@@ -246,7 +252,10 @@ impl std::fmt::Display for AffinityType {
 }
 impl x::Decode for AffinityType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for AffinityType {
@@ -333,7 +342,10 @@ impl std::fmt::Display for AgentInstallFailedReason {
 }
 impl x::Decode for AgentInstallFailedReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for AgentInstallFailedReason {
@@ -396,7 +408,10 @@ impl std::fmt::Display for AlarmFilterSpecAlarmTypeByEntity {
 }
 impl x::Decode for AlarmFilterSpecAlarmTypeByEntity {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for AlarmFilterSpecAlarmTypeByEntity {
@@ -459,7 +474,10 @@ impl std::fmt::Display for AlarmFilterSpecAlarmTypeByTrigger {
 }
 impl x::Decode for AlarmFilterSpecAlarmTypeByTrigger {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for AlarmFilterSpecAlarmTypeByTrigger {
@@ -522,7 +540,10 @@ impl std::fmt::Display for AnswerFileValidationInfoStatus {
 }
 impl x::Decode for AnswerFileValidationInfoStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for AnswerFileValidationInfoStatus {
@@ -605,7 +626,10 @@ impl std::fmt::Display for ApplyHostProfileConfigurationResultStatus {
 }
 impl x::Decode for ApplyHostProfileConfigurationResultStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ApplyHostProfileConfigurationResultStatus {
@@ -668,7 +692,10 @@ impl std::fmt::Display for ArrayUpdateOperation {
 }
 impl x::Decode for ArrayUpdateOperation {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ArrayUpdateOperation {
@@ -733,7 +760,10 @@ impl std::fmt::Display for AuthenticationRequiredAuthenticationScheme {
 }
 impl x::Decode for AuthenticationRequiredAuthenticationScheme {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for AuthenticationRequiredAuthenticationScheme {
@@ -810,7 +840,10 @@ impl std::fmt::Display for AuthenticationRequiredErrorType {
 }
 impl x::Decode for AuthenticationRequiredErrorType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for AuthenticationRequiredErrorType {
@@ -885,7 +918,10 @@ impl std::fmt::Display for AutoStartAction {
 }
 impl x::Decode for AutoStartAction {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for AutoStartAction {
@@ -955,7 +991,10 @@ impl std::fmt::Display for AutoStartWaitHeartbeatSetting {
 #[cfg(feature = "admin")]
 impl x::Decode for AutoStartWaitHeartbeatSetting {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -1020,7 +1059,10 @@ impl std::fmt::Display for BaseConfigInfoDiskFileBackingInfoProvisioningType {
 }
 impl x::Decode for BaseConfigInfoDiskFileBackingInfoProvisioningType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for BaseConfigInfoDiskFileBackingInfoProvisioningType {
@@ -1079,7 +1121,10 @@ impl std::fmt::Display for BatchResultResult {
 }
 impl x::Decode for BatchResultResult {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for BatchResultResult {
@@ -1134,7 +1179,10 @@ impl std::fmt::Display for CannotEnableVmcpForClusterReason {
 }
 impl x::Decode for CannotEnableVmcpForClusterReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CannotEnableVmcpForClusterReason {
@@ -1193,7 +1241,10 @@ impl std::fmt::Display for CannotMoveFaultToleranceVmMoveType {
 }
 impl x::Decode for CannotMoveFaultToleranceVmMoveType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CannotMoveFaultToleranceVmMoveType {
@@ -1260,7 +1311,10 @@ impl std::fmt::Display for CannotPowerOffVmInClusterOperation {
 }
 impl x::Decode for CannotPowerOffVmInClusterOperation {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CannotPowerOffVmInClusterOperation {
@@ -1347,7 +1401,10 @@ impl std::fmt::Display for CannotUseNetworkReason {
 }
 impl x::Decode for CannotUseNetworkReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CannotUseNetworkReason {

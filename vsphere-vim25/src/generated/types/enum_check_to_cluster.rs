@@ -60,7 +60,10 @@ impl std::fmt::Display for CheckTestType {
 }
 impl x::Decode for CheckTestType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CheckTestType {
@@ -123,7 +126,10 @@ impl std::fmt::Display for ClusterComputeResourceHCIWorkflowState {
 }
 impl x::Decode for ClusterComputeResourceHCIWorkflowState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterComputeResourceHCIWorkflowState {
@@ -186,7 +192,10 @@ impl std::fmt::Display for ClusterComputeResourceVcsHealthStatus {
 }
 impl x::Decode for ClusterComputeResourceVcsHealthStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterComputeResourceVcsHealthStatus {
@@ -245,7 +254,10 @@ impl std::fmt::Display for ClusterCryptoConfigInfoCryptoMode {
 }
 impl x::Decode for ClusterCryptoConfigInfoCryptoMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterCryptoConfigInfoCryptoMode {
@@ -328,7 +340,10 @@ impl std::fmt::Display for ClusterDasAamNodeStateDasState {
 }
 impl x::Decode for ClusterDasAamNodeStateDasState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterDasAamNodeStateDasState {
@@ -391,7 +406,10 @@ impl std::fmt::Display for ClusterDasConfigInfoHBDatastoreCandidate {
 }
 impl x::Decode for ClusterDasConfigInfoHBDatastoreCandidate {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterDasConfigInfoHBDatastoreCandidate {
@@ -450,7 +468,10 @@ impl std::fmt::Display for ClusterDasConfigInfoServiceState {
 }
 impl x::Decode for ClusterDasConfigInfoServiceState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterDasConfigInfoServiceState {
@@ -513,7 +534,10 @@ impl std::fmt::Display for ClusterDasConfigInfoVmMonitoringState {
 }
 impl x::Decode for ClusterDasConfigInfoVmMonitoringState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterDasConfigInfoVmMonitoringState {
@@ -610,7 +634,10 @@ impl std::fmt::Display for ClusterDasFdmAvailabilityState {
 }
 impl x::Decode for ClusterDasFdmAvailabilityState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterDasFdmAvailabilityState {
@@ -680,7 +707,10 @@ impl std::fmt::Display for ClusterDasVmSettingsIsolationResponse {
 }
 impl x::Decode for ClusterDasVmSettingsIsolationResponse {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterDasVmSettingsIsolationResponse {
@@ -759,7 +789,10 @@ impl std::fmt::Display for ClusterDasVmSettingsRestartPriority {
 }
 impl x::Decode for ClusterDasVmSettingsRestartPriority {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterDasVmSettingsRestartPriority {
@@ -822,7 +855,10 @@ impl std::fmt::Display for ClusterHostInfraUpdateHaModeActionOperationType {
 }
 impl x::Decode for ClusterHostInfraUpdateHaModeActionOperationType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterHostInfraUpdateHaModeActionOperationType {
@@ -881,7 +917,10 @@ impl std::fmt::Display for ClusterInfraUpdateHaConfigInfoBehaviorType {
 }
 impl x::Decode for ClusterInfraUpdateHaConfigInfoBehaviorType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterInfraUpdateHaConfigInfoBehaviorType {
@@ -940,7 +979,10 @@ impl std::fmt::Display for ClusterInfraUpdateHaConfigInfoRemediationType {
 }
 impl x::Decode for ClusterInfraUpdateHaConfigInfoRemediationType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterInfraUpdateHaConfigInfoRemediationType {
@@ -999,7 +1041,10 @@ impl std::fmt::Display for ClusterPowerOnVmOption {
 }
 impl x::Decode for ClusterPowerOnVmOption {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterPowerOnVmOption {
@@ -1066,7 +1111,10 @@ impl std::fmt::Display for ClusterProfileServiceType {
 }
 impl x::Decode for ClusterProfileServiceType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterProfileServiceType {
@@ -1131,7 +1179,10 @@ impl std::fmt::Display for ClusterSystemVMsConfigInfoDeploymentMode {
 }
 impl x::Decode for ClusterSystemVMsConfigInfoDeploymentMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterSystemVMsConfigInfoDeploymentMode {
@@ -1202,7 +1253,10 @@ impl std::fmt::Display for ClusterVmComponentProtectionSettingsStorageVmReaction
 }
 impl x::Decode for ClusterVmComponentProtectionSettingsStorageVmReaction {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterVmComponentProtectionSettingsStorageVmReaction {
@@ -1265,7 +1319,10 @@ impl std::fmt::Display for ClusterVmComponentProtectionSettingsVmReactionOnAPDCl
 }
 impl x::Decode for ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared {
@@ -1336,7 +1393,10 @@ impl std::fmt::Display for ClusterVmReadinessReadyCondition {
 }
 impl x::Decode for ClusterVmReadinessReadyCondition {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ClusterVmReadinessReadyCondition {

@@ -56,7 +56,10 @@ impl std::fmt::Display for ComplianceResultStatus {
 }
 impl x::Decode for ComplianceResultStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ComplianceResultStatus {
@@ -126,7 +129,10 @@ impl std::fmt::Display for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseStat
 #[cfg(feature = "all-faults")]
 impl x::Decode for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "all-faults")]
@@ -193,7 +199,10 @@ impl std::fmt::Display for ComputeResourceNetworkBootMode {
 }
 impl x::Decode for ComputeResourceNetworkBootMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ComputeResourceNetworkBootMode {
@@ -256,7 +265,10 @@ impl std::fmt::Display for ConfigSpecOperation {
 }
 impl x::Decode for ConfigSpecOperation {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for ConfigSpecOperation {
@@ -327,7 +339,10 @@ impl std::fmt::Display for CryptoManagerHostKeyManagementType {
 }
 impl x::Decode for CryptoManagerHostKeyManagementType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CryptoManagerHostKeyManagementType {
@@ -426,7 +441,10 @@ impl std::fmt::Display for CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason 
 }
 impl x::Decode for CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason {
@@ -524,7 +542,10 @@ impl std::fmt::Display for CustomizationFailedReasonCode {
 }
 impl x::Decode for CustomizationFailedReasonCode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CustomizationFailedReasonCode {
@@ -583,7 +604,10 @@ impl std::fmt::Display for CustomizationLicenseDataMode {
 }
 impl x::Decode for CustomizationLicenseDataMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CustomizationLicenseDataMode {
@@ -646,7 +670,10 @@ impl std::fmt::Display for CustomizationNetBIOSMode {
 }
 impl x::Decode for CustomizationNetBIOSMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CustomizationNetBIOSMode {
@@ -709,7 +736,10 @@ impl std::fmt::Display for CustomizationSysprepRebootOption {
 }
 impl x::Decode for CustomizationSysprepRebootOption {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for CustomizationSysprepRebootOption {
@@ -780,7 +810,10 @@ impl std::fmt::Display for DVPortStatusVmDirectPathGen2InactiveReasonNetwork {
 }
 impl x::Decode for DVPortStatusVmDirectPathGen2InactiveReasonNetwork {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DVPortStatusVmDirectPathGen2InactiveReasonNetwork {
@@ -839,7 +872,10 @@ impl std::fmt::Display for DVPortStatusVmDirectPathGen2InactiveReasonOther {
 }
 impl x::Decode for DVPortStatusVmDirectPathGen2InactiveReasonOther {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DVPortStatusVmDirectPathGen2InactiveReasonOther {
@@ -904,7 +940,10 @@ impl std::fmt::Display for DVSFilterSpecLinkConfig {
 }
 impl x::Decode for DVSFilterSpecLinkConfig {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DVSFilterSpecLinkConfig {
@@ -969,7 +1008,10 @@ impl std::fmt::Display for DVSFilterSpecLinkState {
 }
 impl x::Decode for DVSFilterSpecLinkState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DVSFilterSpecLinkState {
@@ -1028,7 +1070,10 @@ impl std::fmt::Display for DVSMacLimitPolicyType {
 }
 impl x::Decode for DVSMacLimitPolicyType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DVSMacLimitPolicyType {
@@ -1123,7 +1168,10 @@ impl std::fmt::Display for DasConfigFaultDasConfigFaultReason {
 }
 impl x::Decode for DasConfigFaultDasConfigFaultReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DasConfigFaultDasConfigFaultReason {
@@ -1190,7 +1238,10 @@ impl std::fmt::Display for DasVmPriority {
 }
 impl x::Decode for DasVmPriority {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DasVmPriority {

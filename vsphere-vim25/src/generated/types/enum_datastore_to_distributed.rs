@@ -48,7 +48,10 @@ impl std::fmt::Display for DatastoreAccessible {
 }
 impl x::Decode for DatastoreAccessible {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DatastoreAccessible {
@@ -119,7 +122,10 @@ impl std::fmt::Display for DatastoreSectorFormat {
 }
 impl x::Decode for DatastoreSectorFormat {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DatastoreSectorFormat {
@@ -182,7 +188,10 @@ impl std::fmt::Display for DatastoreSummaryMaintenanceModeState {
 }
 impl x::Decode for DatastoreSummaryMaintenanceModeState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DatastoreSummaryMaintenanceModeState {
@@ -268,7 +277,10 @@ impl std::fmt::Display for DayOfWeek {
 #[cfg(feature = "admin")]
 impl x::Decode for DayOfWeek {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -333,7 +345,10 @@ impl std::fmt::Display for DeviceNotSupportedReason {
 }
 impl x::Decode for DeviceNotSupportedReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DeviceNotSupportedReason {
@@ -398,7 +413,10 @@ impl std::fmt::Display for DeviceProtocol {
 }
 impl x::Decode for DeviceProtocol {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DeviceProtocol {
@@ -477,7 +495,10 @@ impl std::fmt::Display for DiagnosticManagerLogCreator {
 }
 impl x::Decode for DiagnosticManagerLogCreator {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DiagnosticManagerLogCreator {
@@ -532,7 +553,10 @@ impl std::fmt::Display for DiagnosticManagerLogFormat {
 }
 impl x::Decode for DiagnosticManagerLogFormat {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DiagnosticManagerLogFormat {
@@ -591,7 +615,10 @@ impl std::fmt::Display for DiagnosticPartitionStorageType {
 }
 impl x::Decode for DiagnosticPartitionStorageType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DiagnosticPartitionStorageType {
@@ -650,7 +677,10 @@ impl std::fmt::Display for DiagnosticPartitionType {
 }
 impl x::Decode for DiagnosticPartitionType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DiagnosticPartitionType {
@@ -705,7 +735,10 @@ impl std::fmt::Display for DisallowedChangeByServiceDisallowedChange {
 }
 impl x::Decode for DisallowedChangeByServiceDisallowedChange {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DisallowedChangeByServiceDisallowedChange {
@@ -764,7 +797,10 @@ impl std::fmt::Display for DistributedVirtualPortgroupBackingType {
 }
 impl x::Decode for DistributedVirtualPortgroupBackingType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualPortgroupBackingType {
@@ -827,7 +863,10 @@ impl std::fmt::Display for DistributedVirtualPortgroupMetaTagName {
 }
 impl x::Decode for DistributedVirtualPortgroupMetaTagName {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualPortgroupMetaTagName {
@@ -890,7 +929,10 @@ impl std::fmt::Display for DistributedVirtualPortgroupPortgroupType {
 }
 impl x::Decode for DistributedVirtualPortgroupPortgroupType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualPortgroupPortgroupType {
@@ -997,7 +1039,10 @@ impl std::fmt::Display for DistributedVirtualSwitchHostInfrastructureTrafficClas
 }
 impl x::Decode for DistributedVirtualSwitchHostInfrastructureTrafficClass {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchHostInfrastructureTrafficClass {
@@ -1089,7 +1134,10 @@ impl std::fmt::Display for DistributedVirtualSwitchHostMemberHostComponentState 
 }
 impl x::Decode for DistributedVirtualSwitchHostMemberHostComponentState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchHostMemberHostComponentState {
@@ -1162,7 +1210,10 @@ for DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus {
 }
 impl x::Decode for DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus {
@@ -1227,7 +1278,10 @@ impl std::fmt::Display for DistributedVirtualSwitchHostMemberHostUplinkStateStat
 }
 impl x::Decode for DistributedVirtualSwitchHostMemberHostUplinkStateState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchHostMemberHostUplinkStateState {
@@ -1286,7 +1340,10 @@ impl std::fmt::Display for DistributedVirtualSwitchHostMemberTransportZoneType {
 }
 impl x::Decode for DistributedVirtualSwitchHostMemberTransportZoneType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchHostMemberTransportZoneType {
@@ -1345,7 +1402,10 @@ impl std::fmt::Display for DistributedVirtualSwitchNetworkResourceControlVersion
 }
 impl x::Decode for DistributedVirtualSwitchNetworkResourceControlVersion {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchNetworkResourceControlVersion {
@@ -1416,7 +1476,10 @@ impl std::fmt::Display for DistributedVirtualSwitchNicTeamingPolicyMode {
 }
 impl x::Decode for DistributedVirtualSwitchNicTeamingPolicyMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchNicTeamingPolicyMode {
@@ -1489,7 +1552,10 @@ impl std::fmt::Display for DistributedVirtualSwitchPortConnecteeConnecteeType {
 }
 impl x::Decode for DistributedVirtualSwitchPortConnecteeConnecteeType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchPortConnecteeConnecteeType {
@@ -1567,7 +1633,10 @@ impl std::fmt::Display for DistributedVirtualSwitchProductSpecOperationType {
 }
 impl x::Decode for DistributedVirtualSwitchProductSpecOperationType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DistributedVirtualSwitchProductSpecOperationType {

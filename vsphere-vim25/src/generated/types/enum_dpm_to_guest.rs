@@ -48,7 +48,10 @@ impl std::fmt::Display for DpmBehavior {
 }
 impl x::Decode for DpmBehavior {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DpmBehavior {
@@ -111,7 +114,10 @@ impl std::fmt::Display for DrsBehavior {
 }
 impl x::Decode for DrsBehavior {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DrsBehavior {
@@ -170,7 +176,10 @@ impl std::fmt::Display for DrsInjectorWorkloadCorrelationState {
 }
 impl x::Decode for DrsInjectorWorkloadCorrelationState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DrsInjectorWorkloadCorrelationState {
@@ -241,7 +250,10 @@ impl std::fmt::Display for DrsRecommendationReasonCode {
 }
 impl x::Decode for DrsRecommendationReasonCode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DrsRecommendationReasonCode {
@@ -308,7 +320,10 @@ impl std::fmt::Display for DvsEventPortBlockState {
 }
 impl x::Decode for DvsEventPortBlockState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DvsEventPortBlockState {
@@ -367,7 +382,10 @@ impl std::fmt::Display for DvsFilterOnFailure {
 }
 impl x::Decode for DvsFilterOnFailure {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DvsFilterOnFailure {
@@ -430,7 +448,10 @@ impl std::fmt::Display for DvsNetworkRuleDirectionType {
 }
 impl x::Decode for DvsNetworkRuleDirectionType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for DvsNetworkRuleDirectionType {
@@ -497,7 +518,10 @@ impl std::fmt::Display for EntityImportType {
 }
 impl x::Decode for EntityImportType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for EntityImportType {
@@ -556,7 +580,10 @@ impl std::fmt::Display for EntityType {
 }
 impl x::Decode for EntityType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for EntityType {
@@ -631,7 +658,10 @@ impl std::fmt::Display for EventAlarmExpressionComparisonOperator {
 }
 impl x::Decode for EventAlarmExpressionComparisonOperator {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for EventAlarmExpressionComparisonOperator {
@@ -698,7 +728,10 @@ impl std::fmt::Display for EventCategory {
 }
 impl x::Decode for EventCategory {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for EventCategory {
@@ -765,7 +798,10 @@ impl std::fmt::Display for EventEventSeverity {
 }
 impl x::Decode for EventEventSeverity {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for EventEventSeverity {
@@ -828,7 +864,10 @@ impl std::fmt::Display for EventFilterSpecRecursionOption {
 }
 impl x::Decode for EventFilterSpecRecursionOption {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for EventFilterSpecRecursionOption {
@@ -902,7 +941,10 @@ impl std::fmt::Display for FibreChannelPortType {
 #[cfg(feature = "admin")]
 impl x::Decode for FibreChannelPortType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -967,7 +1009,10 @@ impl std::fmt::Display for FileSystemMountInfoVStorageSupportStatus {
 }
 impl x::Decode for FileSystemMountInfoVStorageSupportStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for FileSystemMountInfoVStorageSupportStatus {
@@ -1026,7 +1071,10 @@ impl std::fmt::Display for FolderDesiredHostState {
 }
 impl x::Decode for FolderDesiredHostState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for FolderDesiredHostState {
@@ -1127,7 +1175,10 @@ impl std::fmt::Display for FolderExternallyManagedFolderType {
 }
 impl x::Decode for FolderExternallyManagedFolderType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for FolderExternallyManagedFolderType {
@@ -1197,7 +1248,10 @@ impl std::fmt::Display for FtIssuesOnHostHostSelectionType {
 #[cfg(feature = "all-faults")]
 impl x::Decode for FtIssuesOnHostHostSelectionType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1262,7 +1316,10 @@ impl std::fmt::Display for GuestFileType {
 }
 impl x::Decode for GuestFileType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for GuestFileType {
@@ -1325,7 +1382,10 @@ impl std::fmt::Display for GuestInfoAppStateType {
 }
 impl x::Decode for GuestInfoAppStateType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for GuestInfoAppStateType {
@@ -1396,7 +1456,10 @@ impl std::fmt::Display for GuestInfoCustomizationStatus {
 }
 impl x::Decode for GuestInfoCustomizationStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for GuestInfoCustomizationStatus {
@@ -1459,7 +1522,10 @@ impl std::fmt::Display for GuestOsDescriptorFirmwareType {
 }
 impl x::Decode for GuestOsDescriptorFirmwareType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for GuestOsDescriptorFirmwareType {
@@ -1538,7 +1604,10 @@ impl std::fmt::Display for GuestOsDescriptorSupportLevel {
 }
 impl x::Decode for GuestOsDescriptorSupportLevel {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for GuestOsDescriptorSupportLevel {
@@ -1597,7 +1666,10 @@ impl std::fmt::Display for GuestQuiesceEndGuestQuiesceError {
 }
 impl x::Decode for GuestQuiesceEndGuestQuiesceError {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for GuestQuiesceEndGuestQuiesceError {
@@ -1660,7 +1732,10 @@ impl std::fmt::Display for GuestRegKeyWowSpec {
 }
 impl x::Decode for GuestRegKeyWowSpec {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for GuestRegKeyWowSpec {

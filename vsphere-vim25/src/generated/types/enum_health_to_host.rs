@@ -60,7 +60,10 @@ impl std::fmt::Display for HealthUpdateInfoComponentType {
 }
 impl x::Decode for HealthUpdateInfoComponentType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HealthUpdateInfoComponentType {
@@ -138,7 +141,10 @@ impl std::fmt::Display for HostAccessMode {
 #[cfg(feature = "admin")]
 impl x::Decode for HostAccessMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -195,7 +201,10 @@ impl std::fmt::Display for HostActiveDirectoryAuthenticationCertificateDigest {
 }
 impl x::Decode for HostActiveDirectoryAuthenticationCertificateDigest {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostActiveDirectoryAuthenticationCertificateDigest {
@@ -274,7 +283,10 @@ impl std::fmt::Display for HostActiveDirectoryInfoDomainMembershipStatus {
 }
 impl x::Decode for HostActiveDirectoryInfoDomainMembershipStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostActiveDirectoryInfoDomainMembershipStatus {
@@ -339,7 +351,10 @@ impl std::fmt::Display for HostBIOSInfoFirmwareType {
 }
 impl x::Decode for HostBIOSInfoFirmwareType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostBIOSInfoFirmwareType {
@@ -410,7 +425,10 @@ impl std::fmt::Display for HostCapabilityDRTMTypes {
 }
 impl x::Decode for HostCapabilityDRTMTypes {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCapabilityDRTMTypes {
@@ -497,7 +515,10 @@ impl std::fmt::Display for HostCapabilityFtUnsupportedReason {
 }
 impl x::Decode for HostCapabilityFtUnsupportedReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCapabilityFtUnsupportedReason {
@@ -560,7 +581,10 @@ impl std::fmt::Display for HostCapabilityUnmapMethodSupported {
 }
 impl x::Decode for HostCapabilityUnmapMethodSupported {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCapabilityUnmapMethodSupported {
@@ -623,7 +647,10 @@ impl std::fmt::Display for HostCapabilityVmDirectPathGen2UnsupportedReason {
 }
 impl x::Decode for HostCapabilityVmDirectPathGen2UnsupportedReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCapabilityVmDirectPathGen2UnsupportedReason {
@@ -698,7 +725,10 @@ impl std::fmt::Display for HostCertificateManagerCertificateInfoCertificateStatu
 }
 impl x::Decode for HostCertificateManagerCertificateInfoCertificateStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCertificateManagerCertificateInfoCertificateStatus {
@@ -763,7 +793,10 @@ impl std::fmt::Display for HostCertificateManagerCertificateKind {
 }
 impl x::Decode for HostCertificateManagerCertificateKind {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCertificateManagerCertificateKind {
@@ -834,7 +867,10 @@ impl std::fmt::Display for HostCertificateManagerCryptoAlgorithm {
 }
 impl x::Decode for HostCertificateManagerCryptoAlgorithm {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCertificateManagerCryptoAlgorithm {
@@ -893,7 +929,10 @@ impl std::fmt::Display for HostConfigChangeMode {
 }
 impl x::Decode for HostConfigChangeMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostConfigChangeMode {
@@ -960,7 +999,10 @@ impl std::fmt::Display for HostConfigChangeOperation {
 }
 impl x::Decode for HostConfigChangeOperation {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostConfigChangeOperation {
@@ -1025,7 +1067,10 @@ impl std::fmt::Display for HostConfigChangeOwner {
 }
 impl x::Decode for HostConfigChangeOwner {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostConfigChangeOwner {
@@ -1096,7 +1141,10 @@ impl std::fmt::Display for HostCpuPackageVendor {
 }
 impl x::Decode for HostCpuPackageVendor {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCpuPackageVendor {
@@ -1159,7 +1207,10 @@ impl std::fmt::Display for HostCpuPowerManagementInfoPolicyType {
 }
 impl x::Decode for HostCpuPowerManagementInfoPolicyType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCpuPowerManagementInfoPolicyType {
@@ -1230,7 +1281,10 @@ impl std::fmt::Display for HostCpuSchedulerInfoCpuSchedulerPolicyInfo {
 }
 impl x::Decode for HostCpuSchedulerInfoCpuSchedulerPolicyInfo {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCpuSchedulerInfoCpuSchedulerPolicyInfo {
@@ -1297,7 +1351,10 @@ impl std::fmt::Display for HostCryptoState {
 }
 impl x::Decode for HostCryptoState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostCryptoState {
@@ -1362,7 +1419,10 @@ impl std::fmt::Display for HostDVSConfigSpecSwitchMode {
 }
 impl x::Decode for HostDVSConfigSpecSwitchMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDVSConfigSpecSwitchMode {
@@ -1445,7 +1505,10 @@ impl std::fmt::Display for HostDasErrorEventHostDasErrorReason {
 }
 impl x::Decode for HostDasErrorEventHostDasErrorReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDasErrorEventHostDasErrorReason {
@@ -1504,7 +1567,10 @@ impl std::fmt::Display for HostDateTimeInfoProtocol {
 }
 impl x::Decode for HostDateTimeInfoProtocol {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDateTimeInfoProtocol {
@@ -1579,7 +1645,10 @@ impl std::fmt::Display for HostDigestInfoDigestMethodType {
 }
 impl x::Decode for HostDigestInfoDigestMethodType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDigestInfoDigestMethodType {
@@ -1646,7 +1715,10 @@ impl std::fmt::Display for HostDigestVerificationSetting {
 }
 impl x::Decode for HostDigestVerificationSetting {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDigestVerificationSetting {
@@ -1733,7 +1805,10 @@ impl std::fmt::Display for HostDisconnectedEventReasonCode {
 }
 impl x::Decode for HostDisconnectedEventReasonCode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDisconnectedEventReasonCode {
@@ -1796,7 +1871,10 @@ impl std::fmt::Display for HostDiskPartitionInfoPartitionFormat {
 }
 impl x::Decode for HostDiskPartitionInfoPartitionFormat {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDiskPartitionInfoPartitionFormat {
@@ -1879,7 +1957,10 @@ impl std::fmt::Display for HostDiskPartitionInfoType {
 }
 impl x::Decode for HostDiskPartitionInfoType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDiskPartitionInfoType {
@@ -1950,7 +2031,10 @@ impl std::fmt::Display for HostDistributedVirtualSwitchManagerFailoverReason {
 }
 impl x::Decode for HostDistributedVirtualSwitchManagerFailoverReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDistributedVirtualSwitchManagerFailoverReason {
@@ -2009,7 +2093,10 @@ impl std::fmt::Display for HostDistributedVirtualSwitchManagerFailoverStage {
 }
 impl x::Decode for HostDistributedVirtualSwitchManagerFailoverStage {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostDistributedVirtualSwitchManagerFailoverStage {
@@ -2064,7 +2151,10 @@ impl std::fmt::Display for HostFeatureVersionKey {
 }
 impl x::Decode for HostFeatureVersionKey {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostFeatureVersionKey {
@@ -2155,7 +2245,10 @@ impl std::fmt::Display for HostFileSystemVolumeFileSystemType {
 }
 impl x::Decode for HostFileSystemVolumeFileSystemType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostFileSystemVolumeFileSystemType {
@@ -2221,7 +2314,10 @@ impl std::fmt::Display for HostFirewallRuleDirection {
 #[cfg(feature = "admin")]
 impl x::Decode for HostFirewallRuleDirection {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -2289,7 +2385,10 @@ impl std::fmt::Display for HostFirewallRulePortType {
 #[cfg(feature = "admin")]
 impl x::Decode for HostFirewallRulePortType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -2350,7 +2449,10 @@ impl std::fmt::Display for HostFirewallRuleProtocol {
 }
 impl x::Decode for HostFirewallRuleProtocol {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostFirewallRuleProtocol {
@@ -2427,7 +2529,10 @@ impl std::fmt::Display for HostFirewallSystemRuleSetId {
 }
 impl x::Decode for HostFirewallSystemRuleSetId {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostFirewallSystemRuleSetId {
@@ -2486,7 +2591,10 @@ impl std::fmt::Display for HostFirewallSystemServiceName {
 }
 impl x::Decode for HostFirewallSystemServiceName {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostFirewallSystemServiceName {
@@ -2549,7 +2657,10 @@ impl std::fmt::Display for HostFruFruType {
 }
 impl x::Decode for HostFruFruType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostFruFruType {
@@ -2608,7 +2719,10 @@ impl std::fmt::Display for HostGraphicsConfigGraphicsType {
 }
 impl x::Decode for HostGraphicsConfigGraphicsType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostGraphicsConfigGraphicsType {
@@ -2667,7 +2781,10 @@ impl std::fmt::Display for HostGraphicsConfigSharedPassthruAssignmentPolicy {
 }
 impl x::Decode for HostGraphicsConfigSharedPassthruAssignmentPolicy {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostGraphicsConfigSharedPassthruAssignmentPolicy {
@@ -2732,7 +2849,10 @@ impl std::fmt::Display for HostGraphicsConfigVgpuMode {
 }
 impl x::Decode for HostGraphicsConfigVgpuMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostGraphicsConfigVgpuMode {
@@ -2799,7 +2919,10 @@ impl std::fmt::Display for HostGraphicsInfoGraphicsType {
 }
 impl x::Decode for HostGraphicsInfoGraphicsType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostGraphicsInfoGraphicsType {
@@ -2876,7 +2999,10 @@ impl std::fmt::Display for HostGraphicsInfoVgpuMode {
 }
 impl x::Decode for HostGraphicsInfoVgpuMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostGraphicsInfoVgpuMode {
@@ -2943,7 +3069,10 @@ impl std::fmt::Display for HostHardwareElementStatus {
 }
 impl x::Decode for HostHardwareElementStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostHardwareElementStatus {
@@ -2998,7 +3127,10 @@ impl std::fmt::Display for HostHasComponentFailureHostComponentType {
 }
 impl x::Decode for HostHasComponentFailureHostComponentType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostHasComponentFailureHostComponentType {
@@ -3065,7 +3197,10 @@ impl std::fmt::Display for HostImageAcceptanceLevel {
 }
 impl x::Decode for HostImageAcceptanceLevel {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostImageAcceptanceLevel {
@@ -3124,7 +3259,10 @@ impl std::fmt::Display for HostIncompatibleForFaultToleranceReason {
 }
 impl x::Decode for HostIncompatibleForFaultToleranceReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostIncompatibleForFaultToleranceReason {
@@ -3183,7 +3321,10 @@ impl std::fmt::Display for HostIncompatibleForRecordReplayReason {
 }
 impl x::Decode for HostIncompatibleForRecordReplayReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostIncompatibleForRecordReplayReason {
@@ -3250,7 +3391,10 @@ impl std::fmt::Display for HostInternetScsiHbaChapAuthenticationType {
 }
 impl x::Decode for HostInternetScsiHbaChapAuthenticationType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostInternetScsiHbaChapAuthenticationType {
@@ -3317,7 +3461,10 @@ impl std::fmt::Display for HostInternetScsiHbaDigestType {
 }
 impl x::Decode for HostInternetScsiHbaDigestType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostInternetScsiHbaDigestType {
@@ -3384,7 +3531,10 @@ impl std::fmt::Display for HostInternetScsiHbaIscsiIpv6AddressAddressConfigurati
 }
 impl x::Decode for HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType {
@@ -3443,7 +3593,10 @@ impl std::fmt::Display for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperati
 }
 impl x::Decode for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation {
@@ -3513,7 +3666,10 @@ impl std::fmt::Display for HostInternetScsiHbaNetworkBindingSupportType {
 #[cfg(feature = "admin")]
 impl x::Decode for HostInternetScsiHbaNetworkBindingSupportType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -3525,75 +3681,4 @@ impl x::Encode for HostInternetScsiHbaNetworkBindingSupportType {
 #[cfg(feature = "admin")]
 impl x::SchemaType for HostInternetScsiHbaNetworkBindingSupportType {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaNetworkBindingSupportType";
-}
-/// `HostInternetScsiHbaStaticTargetTargetDiscoveryMethod`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    /// `staticMethod`.
-    StaticMethod,
-    /// `sendTargetMethod`.
-    SendTargetMethod,
-    /// `slpMethod`.
-    SlpMethod,
-    /// `isnsMethod`.
-    IsnsMethod,
-    /// `unknownMethod`.
-    UnknownMethod,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::StaticMethod => "staticMethod",
-            Self::SendTargetMethod => "sendTargetMethod",
-            Self::SlpMethod => "slpMethod",
-            Self::IsnsMethod => "isnsMethod",
-            Self::UnknownMethod => "unknownMethod",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn from(value: &str) -> Self {
-        match value {
-            "staticMethod" => Self::StaticMethod,
-            "sendTargetMethod" => Self::SendTargetMethod,
-            "slpMethod" => Self::SlpMethod,
-            "isnsMethod" => Self::IsnsMethod,
-            "unknownMethod" => Self::UnknownMethod,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod";
 }

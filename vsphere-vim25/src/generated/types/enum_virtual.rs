@@ -940,7 +940,10 @@ impl std::fmt::Display for VirtualMachineGuestOsIdentifier {
 }
 impl x::Decode for VirtualMachineGuestOsIdentifier {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineGuestOsIdentifier {
@@ -1214,7 +1217,10 @@ impl std::fmt::Display for VirtualMachineGuestState {
 }
 impl x::Decode for VirtualMachineGuestState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineGuestState {
@@ -1277,7 +1283,10 @@ impl std::fmt::Display for VirtualMachineHtSharing {
 }
 impl x::Decode for VirtualMachineHtSharing {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineHtSharing {
@@ -1340,7 +1349,10 @@ impl std::fmt::Display for VirtualMachineMemoryAllocationPolicy {
 }
 impl x::Decode for VirtualMachineMemoryAllocationPolicy {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineMemoryAllocationPolicy {
@@ -1399,7 +1411,10 @@ impl std::fmt::Display for VirtualMachineMetadataManagerVmMetadataOp {
 }
 impl x::Decode for VirtualMachineMetadataManagerVmMetadataOp {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineMetadataManagerVmMetadataOp {
@@ -1454,7 +1469,10 @@ impl std::fmt::Display for VirtualMachineMetadataManagerVmMetadataOwnerOwner {
 }
 impl x::Decode for VirtualMachineMetadataManagerVmMetadataOwnerOwner {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineMetadataManagerVmMetadataOwnerOwner {
@@ -1517,7 +1535,10 @@ impl std::fmt::Display for VirtualMachineMovePriority {
 }
 impl x::Decode for VirtualMachineMovePriority {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineMovePriority {
@@ -1596,7 +1617,10 @@ impl std::fmt::Display for VirtualMachineNeedSecondaryReason {
 }
 impl x::Decode for VirtualMachineNeedSecondaryReason {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineNeedSecondaryReason {
@@ -1663,7 +1687,10 @@ impl std::fmt::Display for VirtualMachinePowerOffBehavior {
 }
 impl x::Decode for VirtualMachinePowerOffBehavior {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachinePowerOffBehavior {
@@ -1726,7 +1753,10 @@ impl std::fmt::Display for VirtualMachinePowerOpType {
 }
 impl x::Decode for VirtualMachinePowerOpType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachinePowerOpType {
@@ -1789,7 +1819,10 @@ impl std::fmt::Display for VirtualMachinePowerState {
 }
 impl x::Decode for VirtualMachinePowerState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachinePowerState {
@@ -1852,7 +1885,10 @@ impl std::fmt::Display for VirtualMachineRecordReplayState {
 }
 impl x::Decode for VirtualMachineRecordReplayState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineRecordReplayState {
@@ -1935,7 +1971,10 @@ impl std::fmt::Display for VirtualMachineRelocateDiskMoveOptions {
 }
 impl x::Decode for VirtualMachineRelocateDiskMoveOptions {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineRelocateDiskMoveOptions {
@@ -1994,7 +2033,10 @@ impl std::fmt::Display for VirtualMachineRelocateTransformation {
 }
 impl x::Decode for VirtualMachineRelocateTransformation {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineRelocateTransformation {
@@ -2093,7 +2135,10 @@ impl std::fmt::Display for VirtualMachineScsiPassthroughType {
 }
 impl x::Decode for VirtualMachineScsiPassthroughType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineScsiPassthroughType {
@@ -2152,7 +2197,10 @@ impl std::fmt::Display for VirtualMachineSgxInfoFlcModes {
 }
 impl x::Decode for VirtualMachineSgxInfoFlcModes {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineSgxInfoFlcModes {
@@ -2211,7 +2259,10 @@ impl std::fmt::Display for VirtualMachineStandbyActionType {
 }
 impl x::Decode for VirtualMachineStandbyActionType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineStandbyActionType {
@@ -2270,7 +2321,10 @@ impl std::fmt::Display for VirtualMachineTargetInfoConfigurationTag {
 }
 impl x::Decode for VirtualMachineTargetInfoConfigurationTag {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineTargetInfoConfigurationTag {
@@ -2349,7 +2403,10 @@ impl std::fmt::Display for VirtualMachineTicketType {
 }
 impl x::Decode for VirtualMachineTicketType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineTicketType {
@@ -2420,7 +2477,10 @@ impl std::fmt::Display for VirtualMachineToolsInstallType {
 }
 impl x::Decode for VirtualMachineToolsInstallType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineToolsInstallType {
@@ -2483,7 +2543,10 @@ impl std::fmt::Display for VirtualMachineToolsRunningStatus {
 }
 impl x::Decode for VirtualMachineToolsRunningStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineToolsRunningStatus {
@@ -2550,7 +2613,10 @@ impl std::fmt::Display for VirtualMachineToolsStatus {
 }
 impl x::Decode for VirtualMachineToolsStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineToolsStatus {
@@ -2637,7 +2703,10 @@ impl std::fmt::Display for VirtualMachineToolsVersionStatus {
 }
 impl x::Decode for VirtualMachineToolsVersionStatus {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineToolsVersionStatus {
@@ -2764,7 +2833,10 @@ impl std::fmt::Display for VirtualMachineUsbInfoFamily {
 }
 impl x::Decode for VirtualMachineUsbInfoFamily {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineUsbInfoFamily {
@@ -2845,7 +2917,10 @@ impl std::fmt::Display for VirtualMachineUsbInfoSpeed {
 }
 impl x::Decode for VirtualMachineUsbInfoSpeed {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineUsbInfoSpeed {
@@ -2911,7 +2986,10 @@ impl std::fmt::Display for VirtualMachineVMCIDeviceAction {
 }
 impl x::Decode for VirtualMachineVMCIDeviceAction {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineVMCIDeviceAction {
@@ -2974,7 +3052,10 @@ impl std::fmt::Display for VirtualMachineVMCIDeviceDirection {
 }
 impl x::Decode for VirtualMachineVMCIDeviceDirection {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineVMCIDeviceDirection {
@@ -3049,7 +3130,10 @@ impl std::fmt::Display for VirtualMachineVMCIDeviceProtocol {
 }
 impl x::Decode for VirtualMachineVMCIDeviceProtocol {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineVMCIDeviceProtocol {
@@ -3128,7 +3212,10 @@ for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
 }
 impl x::Decode for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
@@ -3188,7 +3275,10 @@ impl std::fmt::Display for VirtualMachineVgpuProfileInfoProfileClass {
 }
 impl x::Decode for VirtualMachineVgpuProfileInfoProfileClass {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineVgpuProfileInfoProfileClass {
@@ -3247,7 +3337,10 @@ impl std::fmt::Display for VirtualMachineVgpuProfileInfoProfileSharing {
 }
 impl x::Decode for VirtualMachineVgpuProfileInfoProfileSharing {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineVgpuProfileInfoProfileSharing {
@@ -3310,7 +3403,10 @@ impl std::fmt::Display for VirtualMachineVideoCardUse3dRenderer {
 }
 impl x::Decode for VirtualMachineVideoCardUse3dRenderer {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VirtualMachineVideoCardUse3dRenderer {
@@ -3320,87 +3416,4 @@ impl x::Encode for VirtualMachineVideoCardUse3dRenderer {
 }
 impl x::SchemaType for VirtualMachineVideoCardUse3dRenderer {
     const TYPE_NAME: &'static str = "VirtualMachineVideoCardUse3dRenderer";
-}
-/// `VirtualMachineVirtualDeviceSwapDeviceSwapStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    /// `none`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    None,
-    /// `scheduled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Scheduled,
-    /// `inprogress`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Inprogress,
-    /// `failed`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Failed,
-    /// `completed`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Completed,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::None => "none",
-            Self::Scheduled => "scheduled",
-            Self::Inprogress => "inprogress",
-            Self::Failed => "failed",
-            Self::Completed => "completed",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn from(value: &str) -> Self {
-        match value {
-            "none" => Self::None,
-            "scheduled" => Self::Scheduled,
-            "inprogress" => Self::Inprogress,
-            "failed" => Self::Failed,
-            "completed" => Self::Completed,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwapDeviceSwapStatus";
 }

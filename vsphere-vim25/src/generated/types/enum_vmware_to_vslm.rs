@@ -52,7 +52,10 @@ impl std::fmt::Display for VmwareDistributedVirtualSwitchPvlanPortType {
 }
 impl x::Decode for VmwareDistributedVirtualSwitchPvlanPortType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VmwareDistributedVirtualSwitchPvlanPortType {
@@ -115,7 +118,10 @@ impl std::fmt::Display for VsanDiskIssueType {
 }
 impl x::Decode for VsanDiskIssueType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VsanDiskIssueType {
@@ -178,7 +184,10 @@ impl std::fmt::Display for VsanHostDecommissionModeObjectAction {
 }
 impl x::Decode for VsanHostDecommissionModeObjectAction {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VsanHostDecommissionModeObjectAction {
@@ -241,7 +250,10 @@ impl std::fmt::Display for VsanHostDiskResultState {
 }
 impl x::Decode for VsanHostDiskResultState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VsanHostDiskResultState {
@@ -304,7 +316,10 @@ impl std::fmt::Display for VsanHostHealthState {
 }
 impl x::Decode for VsanHostHealthState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VsanHostHealthState {
@@ -395,7 +410,10 @@ impl std::fmt::Display for VsanHostNodeState {
 }
 impl x::Decode for VsanHostNodeState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VsanHostNodeState {
@@ -454,7 +472,10 @@ impl std::fmt::Display for VsanUpgradeSystemUpgradeHistoryDiskGroupOpType {
 }
 impl x::Decode for VsanUpgradeSystemUpgradeHistoryDiskGroupOpType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VsanUpgradeSystemUpgradeHistoryDiskGroupOpType {
@@ -525,7 +546,10 @@ impl std::fmt::Display for VslmVsoPostRelocateChangeMetadataOperation {
 }
 impl x::Decode for VslmVsoPostRelocateChangeMetadataOperation {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VslmVsoPostRelocateChangeMetadataOperation {
@@ -603,7 +627,10 @@ impl std::fmt::Display for WeekOfMonth {
 #[cfg(feature = "admin")]
 impl x::Decode for WeekOfMonth {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 #[cfg(feature = "admin")]
@@ -664,7 +691,10 @@ impl std::fmt::Display for WillLoseHAProtectionResolution {
 }
 impl x::Decode for WillLoseHAProtectionResolution {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for WillLoseHAProtectionResolution {
@@ -861,7 +891,10 @@ impl std::fmt::Display for VslmDiskInfoFlag {
 }
 impl x::Decode for VslmDiskInfoFlag {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VslmDiskInfoFlag {
@@ -939,7 +972,10 @@ impl std::fmt::Display for VslmVStorageObjectControlFlag {
 }
 impl x::Decode for VslmVStorageObjectControlFlag {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for VslmVStorageObjectControlFlag {

@@ -66,7 +66,10 @@ impl std::fmt::Display for Color {
 }
 impl x::Decode for Color {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for Color {
@@ -138,7 +141,10 @@ impl std::fmt::Display for Pattern {
 }
 impl x::Decode for Pattern {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
+        match r.read_text() {
+            Ok(text) => Ok(Self::from(text.trim())),
+            Err(e) => Err(e),
+        }
     }
 }
 impl x::Encode for Pattern {
