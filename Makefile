@@ -28,7 +28,7 @@ help:
 	@echo "make pyvmomi-archives   download the pyvmomi releases wsdl/*.json are extracted from (then check-generated re-extracts them)"
 	@echo "make fuzz               run each fuzz target FUZZ_SECONDS (default 60) s; fails on a crash"
 	@echo "make bench              decode/encode throughput, walk vs govmomi and pyvmomi; one table (BENCH_BUILD=1: build times too)"
-	@echo "make bench-build        a program's build from the user's seat on vsphere-client, vim_rs and govmomi (tens of minutes)"
+	@echo "make bench-build        a program's build from the user's seat on vsphere-client, vim_rs, govmomi and the floor (tens of minutes)"
 
 # golang-go + Debian's govmomi (simulator launcher) and cargo-nextest.
 deps:
