@@ -27,6 +27,11 @@ const PASSWORD: &str = "s3cret-Pw";
 /// host `DC0_H0`, datastores `LocalDS_0` and `LocalDS_1`, a datastore cluster
 /// `DC0_POD0`, the template `golden`.
 async fn simulator() -> Simulator {
+    start(false).await
+}
+
+/// The simulator above; `trace` puts every SOAP request into its log.
+async fn start(trace: bool) -> Simulator {
     let options = SimulatorOptions {
         password: PASSWORD.into(),
         templates: vec![Template::everywhere("golden")],
@@ -36,6 +41,7 @@ async fn simulator() -> Simulator {
         datastores: 2,
         storage_pods: 1,
         vms: 1,
+        trace,
         ..Default::default()
     };
     tokio::task::spawn_blocking(move || Simulator::start(options))
@@ -467,6 +473,51 @@ async fn vms_land_in_the_named_pool_and_folder_on_the_recommended_datastore_and_
     );
     assert_eq!(edge.spec.cluster, "DC0_H0");
     let _ = client.close().await;
+}
+
+/// The `RetrievePropertiesEx` requests in the simulator's trace that read
+/// `property` of a `type_`.
+fn reads(sim: &Simulator, type_: &str, property: &str) -> usize {
+    let (type_, property) = (
+        format!("<type>{type_}</type>"),
+        format!("<pathSet>{property}</pathSet>"),
+    );
+    sim.log()
+        .lines()
+        .filter(|l| l.starts_with("Request: ") && l.contains("RetrievePropertiesEx"))
+        .filter(|l| l.contains(&type_) && l.contains(&property))
+        .count()
+}
+
+#[tokio::test]
+async fn a_standalone_hosts_host_is_read_once_for_every_vm_placed_on_it() {
+    let sim = start(true).await;
+    let placement_yaml =
+        "  placement:\n    failureDomains:\n      - { name: single-esxi, folder: edge }\n";
+    let text = provider(&sim, "vc", placement_yaml)
+        + COMMON
+        + &vm("edge-1", "web", "single-esxi", "")
+        + &vm("edge-2", "web", "single-esxi", "")
+        + &vm("edge-3", "web", "single-esxi", "");
+    let mut world = world_of(&text);
+    let vcenter = VCenter::default();
+    provision(&mut world, &vcenter, &sim).await;
+
+    for name in ["edge-1", "edge-2", "edge-3"] {
+        assert_eq!(
+            placement(machine(&world, name)).host.as_deref(),
+            Some("/DC0/host/DC0_H0/DC0_H0"),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        (
+            reads(&sim, "ComputeResource", "host"),
+            reads(&sim, "HostSystem", "name")
+        ),
+        (1, 1),
+        "the standalone host and its name, read once for the three clones"
+    );
 }
 
 #[tokio::test]

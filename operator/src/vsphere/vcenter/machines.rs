@@ -31,8 +31,8 @@ use super::placement::placed_clone_spec;
 use super::VCenterSession;
 use crate::api::{Firmware, Provisioning};
 use crate::vsphere::{
-    CloneRequest, DiskChanges, Error, ExtraDisk, Machines, Placement, Resize, ServerIdentity,
-    Shape, TaskFacts, VmFacts,
+    CloneRequest, DiskChanges, Error, ExtraDisk, Located, Machines, Placement, Resize,
+    ServerIdentity, Shape, TaskFacts, VmFacts,
 };
 
 /// What a session resolved once: inventory paths to references, port groups.
@@ -44,6 +44,8 @@ pub struct PlacementCache {
     devices: Mutex<HashMap<String, Vec<AnyVirtualDevice>>>,
     /// Host reference -> its name.
     hosts: Mutex<HashMap<String, String>>,
+    /// A standalone host's compute resource (its inventory path) -> the host.
+    pub(super) standalone_hosts: Mutex<HashMap<String, Located>>,
     /// The REST clients (content libraries): for lookups, and for deploys
     /// (a longer deadline).
     pub(super) rest: tokio::sync::OnceCell<vsphere_client::rest::RestClient>,
@@ -60,6 +62,16 @@ impl PlacementCache {
         }
         if let Ok(mut d) = self.devices.lock() {
             d.clear();
+        }
+        if let Ok(mut h) = self.standalone_hosts.lock() {
+            h.clear();
+        }
+    }
+
+    /// Remembers a host's name (for the status mirror, see `named_host`).
+    pub(super) fn name_host(&self, host: &str, name: &str) {
+        if let Ok(mut hosts) = self.hosts.lock() {
+            hosts.insert(host.to_owned(), name.to_owned());
         }
     }
 }
@@ -226,9 +238,7 @@ impl VCenterSession {
             Err(_) => None,
         };
         if let Some(name) = name {
-            if let Ok(mut hosts) = self.placement().hosts.lock() {
-                hosts.insert(vm.host.clone(), name.clone());
-            }
+            self.placement().name_host(&vm.host, &name);
             vm.host = name;
         }
         vm

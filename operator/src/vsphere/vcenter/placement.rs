@@ -320,7 +320,9 @@ impl VCenterSession {
         Ok(placement)
     }
 
-    /// The host of a standalone host's compute resource (`None` for a cluster).
+    /// The host of a standalone host's compute resource (`None` for a
+    /// cluster). Read once per session, like the paths: a clone onto a host
+    /// that is gone clears the cache (see `clone_source`).
     pub(super) async fn standalone_host(
         &self,
         datacenter: &str,
@@ -330,6 +332,15 @@ impl VCenterSession {
         let compute = self.required(&path, "cluster or host").await?;
         if compute.type_ != "ComputeResource" {
             return Ok(None);
+        }
+        let cached = self
+            .placement()
+            .standalone_hosts
+            .lock()
+            .ok()
+            .and_then(|hosts| hosts.get(&path).cloned());
+        if cached.is_some() {
+            return Ok(cached);
         }
         let hosts = self
             .client()
@@ -352,7 +363,12 @@ impl VCenterSession {
             .map_err(|e| error(&format!("reading host {}", host.value), &e))?
             .name
             .unwrap_or_else(|| host.value.clone());
-        Ok(Some(located(&format!("{path}/{name}"), host)))
+        self.placement().name_host(&host.value, &name);
+        let found = located(&format!("{path}/{name}"), host);
+        if let Ok(mut hosts) = self.placement().standalone_hosts.lock() {
+            hosts.insert(path, found.clone());
+        }
+        Ok(Some(found))
     }
 
     /// The datacenter's datastore cluster `pod` (directly in its datastore folder).
